@@ -1,0 +1,395 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+	"go.uber.org/zap"
+
+	"github.com/golocker/locker"
+	_ "github.com/golocker/locker/etcdlock"  // etcd://
+	_ "github.com/golocker/locker/mongolock" // mongodb://
+	_ "github.com/golocker/locker/mysqllock" // mysql://, postgres://, sqlite://
+	_ "github.com/golocker/locker/zklock"    // zk://
+)
+
+// Backends other than Redis. The Redis benchmarks (Configs, Scenario.Run)
+// stay as they are; these run in this process only (no procs=4 scenario).
+const (
+	Redis    = "redis"
+	Etcd     = "etcd"
+	ZK       = "zk"
+	MySQL    = "mysql"
+	Postgres = "postgres"
+	SQLite   = "sqlite"
+	Mongo    = "mongo"
+)
+
+// AllBackends lists every backend, Redis first.
+var AllBackends = []string{Redis, Etcd, ZK, MySQL, Postgres, SQLite, Mongo}
+
+// ParseBackends expands a comma-separated list of backends: "sql" means
+// mysql, postgres and sqlite; "all" every backend. Unknown names are an
+// error.
+func ParseBackends(list string) (map[string]bool, error) {
+	out := map[string]bool{}
+	for _, b := range strings.Split(list, ",") {
+		switch b = strings.TrimSpace(strings.ToLower(b)); b {
+		case "":
+		case "all":
+			for _, x := range AllBackends {
+				out[x] = true
+			}
+		case "sql":
+			out[MySQL], out[Postgres], out[SQLite] = true, true, true
+		case "mongodb", "ferretdb":
+			out[Mongo] = true
+		case "zookeeper":
+			out[ZK] = true
+		default:
+			found := false
+			for _, x := range AllBackends {
+				found = found || x == b
+			}
+			if !found {
+				return nil, fmt.Errorf("unknown backend %q (want one of %v, sql or all)", b, AllBackends)
+			}
+			out[b] = true
+		}
+	}
+	return out, nil
+}
+
+// BackendContendedHandles are the handle counts of the contended
+// scenarios of each backend other than Redis.
+var BackendContendedHandles = map[string][]int{
+	Etcd: {8, 32}, ZK: {8, 32},
+	MySQL: {8, 32}, Postgres: {8, 32}, SQLite: {8, 32}, Mongo: {8, 32},
+}
+
+// Stock recipes the golocker configurations are compared with.
+const (
+	EtcdMutex = "etcd-concurrency" // go.etcd.io/etcd/client/v3/concurrency.Mutex
+	ZKLock    = "zk-lock"          // github.com/go-zookeeper/zk.Lock
+)
+
+// BackendConfigs returns the configurations of a backend other than Redis.
+// Their Open takes the backend's target: comma-separated endpoints for etcd
+// and ZooKeeper, golocker's URL for SQL and MongoDB. For every golocker-X
+// configuration a stock recipe, if there is one, has a configuration whose
+// name ends in -X: the same sharing of connections.
+func BackendConfigs(backend string) []Config {
+	cs := []Config{
+		{Name: "golocker-own", Library: Golocker, Open: openGolockerURL(backend, false)},
+		{Name: "golocker-shared", Library: Golocker, Open: openGolockerURL(backend, true)},
+	}
+	switch backend {
+	case Etcd:
+		cs = append(cs,
+			Config{Name: EtcdMutex + "-own", Library: EtcdMutex, Open: openEtcdMutex(false)},
+			Config{Name: EtcdMutex + "-shared", Library: EtcdMutex, Open: openEtcdMutex(true)})
+	case ZK:
+		cs = append(cs,
+			Config{Name: ZKLock + "-own", Library: ZKLock, Open: openZKLock(false)},
+			Config{Name: ZKLock + "-shared", Library: ZKLock, Open: openZKLock(true)})
+	}
+	return cs
+}
+
+// golockerURL is the URL locker.Open takes for a backend's target.
+func golockerURL(backend, target string) string {
+	switch backend {
+	case Etcd:
+		return "etcd://" + target + "/golocker-bench"
+	case ZK:
+		return "zk://" + target + "/golocker-bench"
+	}
+	return target // the SQL and MongoDB targets are golocker's URLs already
+}
+
+// openGolockerURL opens golocker on a backend with default options: one
+// Client per handle or one Client for every handle.
+func openGolockerURL(backend string, shared bool) func(ctx context.Context, target, name string, n int, _ time.Duration) (*Set, error) {
+	return func(ctx context.Context, target, name string, n int, _ time.Duration) (*Set, error) {
+		s := &Set{}
+		var c *locker.Client
+		for i := 0; i < n; i++ {
+			if c == nil || !shared {
+				var err error
+				if c, err = locker.Open(ctx, golockerURL(backend, target)); err != nil {
+					_ = s.Close()
+					return nil, err
+				}
+				s.closers = append(s.closers, c.Close)
+			}
+			s.Handles = append(s.Handles, golockerHandle{c.NewMutex(name)})
+		}
+		return s, nil
+	}
+}
+
+// openEtcdMutex opens etcd's own recipe: one concurrency.Session (default
+// TTL 60s) and one concurrency.Mutex per handle, on one etcd client per
+// handle (own) or one client for every handle (shared).
+func openEtcdMutex(shared bool) func(ctx context.Context, target, name string, n int, _ time.Duration) (*Set, error) {
+	return func(ctx context.Context, target, name string, n int, _ time.Duration) (*Set, error) {
+		s := &Set{}
+		var cli *clientv3.Client
+		for i := 0; i < n; i++ {
+			if cli == nil || !shared {
+				var err error
+				cli, err = clientv3.New(clientv3.Config{
+					Endpoints:   strings.Split(target, ","),
+					DialTimeout: 5 * time.Second,
+					Logger:      zap.NewNop(),
+					Context:     context.WithoutCancel(ctx),
+				})
+				if err != nil {
+					_ = s.Close()
+					return nil, err
+				}
+				s.closers = append(s.closers, cli.Close)
+			}
+			sess, err := concurrency.NewSession(cli, concurrency.WithContext(context.WithoutCancel(ctx)))
+			if err != nil {
+				_ = s.Close()
+				return nil, err
+			}
+			s.closers = append(s.closers, sess.Close)
+			s.Handles = append(s.Handles, etcdMutexHandle{concurrency.NewMutex(sess, "/bench-stock/"+name)})
+		}
+		return s, nil
+	}
+}
+
+type etcdMutexHandle struct{ m *concurrency.Mutex }
+
+func (h etcdMutexHandle) Lock(ctx context.Context) error   { return h.m.Lock(ctx) }
+func (h etcdMutexHandle) Unlock(ctx context.Context) error { return h.m.Unlock(ctx) }
+
+// zkSessionTimeout is the session timeout the stock ZooKeeper recipe asks
+// for (golocker's default is 10s too).
+const zkSessionTimeout = 10 * time.Second
+
+type zkNopLogger struct{}
+
+func (zkNopLogger) Printf(string, ...any) {}
+
+// openZKLock opens go-zookeeper's recipe, zk.NewLock(conn, path,
+// zk.WorldACL(zk.PermAll)), one per handle, on one connection per handle
+// (own) or one for every handle (shared).
+func openZKLock(shared bool) func(ctx context.Context, target, name string, n int, _ time.Duration) (*Set, error) {
+	return func(ctx context.Context, target, name string, n int, _ time.Duration) (*Set, error) {
+		s := &Set{}
+		var conn *zk.Conn
+		path := "/bench-stock/" + strings.ReplaceAll(name, "/", "_")
+		for i := 0; i < n; i++ {
+			if conn == nil || !shared {
+				var err error
+				conn, _, err = zk.Connect(strings.Split(target, ","), zkSessionTimeout, zk.WithLogger(zkNopLogger{}))
+				if err != nil {
+					_ = s.Close()
+					return nil, err
+				}
+				c := conn
+				s.closers = append(s.closers, func() error { c.Close(); return nil })
+			}
+			s.Handles = append(s.Handles, &zkLockHandle{l: zk.NewLock(conn, path, zk.WorldACL(zk.PermAll))})
+		}
+		// The closers run in reverse order: wait for the abandoned Locks
+		// after the connections are closed (which ends them).
+		s.closers = append([]func() error{s.waitAbandoned}, s.closers...)
+		return s, nil
+	}
+}
+
+// zkLockHandle runs zk.Lock, which takes no ctx, in a goroutine: when ctx
+// ends first, Lock returns ctx's error and the goroutine, still waiting,
+// releases the lock as soon as it gets it (or fails when Close closes the
+// connection).
+type zkLockHandle struct {
+	l *zk.Lock
+}
+
+// abandoned counts the zk.Lock calls still running for handles whose
+// Lock gave up; Set.waitAbandoned waits for them (bounded).
+var (
+	abandonedWG sync.WaitGroup
+	abandoned   atomic.Int32
+)
+
+func (h *zkLockHandle) Lock(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { done <- h.l.Lock() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		abandoned.Add(1)
+		abandonedWG.Add(1)
+		go func() {
+			defer abandonedWG.Done()
+			defer abandoned.Add(-1)
+			if err := <-done; err == nil {
+				_ = h.l.Unlock()
+			}
+		}()
+		return ctx.Err()
+	}
+}
+
+func (h *zkLockHandle) Unlock(context.Context) error { return h.l.Unlock() }
+
+// waitAbandoned waits up to 10s for abandoned zk.Lock calls to end.
+func (s *Set) waitAbandoned() error {
+	done := make(chan struct{})
+	go func() { abandonedWG.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-time.After(10 * time.Second):
+		return fmt.Errorf("zk: %d abandoned Lock calls still running", abandoned.Load())
+	}
+}
+
+// Counter reads a server's running count of requests, for requests per
+// acquisition. Nil when the backend has none that is cheap to read.
+type Counter func(ctx context.Context) (int64, error)
+
+// EtcdCounter sums grpc_server_msg_received_total on the member's
+// /metrics: every gRPC request message the member received (unary
+// requests, and each message of a Watch or LeaseKeepAlive stream).
+func EtcdCounter(endpoints []string) Counter {
+	return func(ctx context.Context) (int64, error) {
+		var total int64
+		for _, ep := range endpoints {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+ep+"/metrics", nil)
+			if err != nil {
+				return 0, err
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return 0, err
+			}
+			n, found, err := sumMetric(resp.Body, "grpc_server_msg_received_total")
+			resp.Body.Close()
+			if err != nil {
+				return 0, err
+			}
+			if !found {
+				return 0, errors.New("etcd: no grpc_server_msg_received_total in /metrics")
+			}
+			total += n
+		}
+		return total, nil
+	}
+}
+
+func sumMetric(r io.Reader, name string) (int64, bool, error) {
+	var total float64
+	found := false
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		f := strings.Fields(line)
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err != nil {
+			return 0, false, fmt.Errorf("%q: %v", line, err)
+		}
+		total += v
+		found = true
+	}
+	return int64(total), found, sc.Err()
+}
+
+// ZKCounter reads "Received:" of the four-letter word srvr: packets the
+// server received from clients (requests and session pings).
+func ZKCounter(addrs []string, fourLetter func(ctx context.Context, addr, cmd string) (string, error)) Counter {
+	return func(ctx context.Context) (int64, error) {
+		var total int64
+		for _, a := range addrs {
+			out, err := fourLetter(ctx, a, "srvr")
+			if err != nil {
+				return 0, err
+			}
+			found := false
+			for _, line := range strings.Split(out, "\n") {
+				if v, ok := strings.CutPrefix(strings.TrimSpace(line), "Received:"); ok {
+					n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+					if err != nil {
+						return 0, err
+					}
+					total += n
+					found = true
+				}
+			}
+			if !found {
+				return 0, fmt.Errorf("zk: no Received: in srvr: %q", out)
+			}
+		}
+		return total, nil
+	}
+}
+
+// MySQLCounter reads the global status variable Questions: statements
+// clients sent (the two reads of it add one each).
+func MySQLCounter(db *sql.DB) Counter {
+	return func(ctx context.Context) (int64, error) {
+		var name string
+		var n int64
+		err := db.QueryRowContext(ctx, "SHOW GLOBAL STATUS LIKE 'Questions'").Scan(&name, &n)
+		return n, err
+	}
+}
+
+// RunBackend runs n handles of cfg on target in this process for p (after
+// one warm-up Lock+Unlock per handle), with lock name name. count, if not
+// nil, gives Calls (requests per run); AllCalls is then the same.
+func RunBackend(ctx context.Context, cfg Config, target, name string, n int, p Params, count Counter) (Measurement, error) {
+	set, err := cfg.Open(ctx, target, name, n, p.Duration+time.Minute)
+	if err != nil {
+		return Measurement{}, err
+	}
+	defer set.Close()
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	err = WarmUp(wctx, set.Handles)
+	cancel()
+	if err != nil {
+		return Measurement{}, err
+	}
+	var before, after int64
+	if count != nil {
+		if before, err = count(ctx); err != nil {
+			return Measurement{}, err
+		}
+	}
+	var inside atomic.Int32
+	r := Contend(ctx, set.Handles, p, time.Now(), &inside)
+	if count != nil {
+		if after, err = count(ctx); err != nil {
+			return Measurement{}, err
+		}
+	}
+	r.Overlaps = max(r.Overlaps, Overlaps(r.Intervals))
+	return Measurement{Result: r, Duration: p.Duration, Calls: after - before, AllCalls: after - before}, nil
+}

@@ -1,0 +1,234 @@
+package bench_test
+
+import (
+	"context"
+	"database/sql"
+	"flag"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	_ "github.com/go-sql-driver/mysql"
+
+	"github.com/golocker/locker/bench"
+	"github.com/golocker/locker/internal/testserver"
+)
+
+var (
+	flagBackends   = flag.String("bench.backends", bench.Redis, "comma-separated backends the benchmarks run: redis, etcd, zk, mysql, postgres, sqlite, mongo; sql = the three SQL ones; all")
+	flagBackendOps = flag.Int("backends.uncontended.ops", 1000, "least Lock+Unlock pairs of one uncontended run on a backend other than Redis")
+)
+
+// backendEnabled reports whether -bench.backends names backend.
+func backendEnabled(tb testing.TB, backend string) bool {
+	tb.Helper()
+	bs, err := bench.ParseBackends(*flagBackends)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return bs[backend]
+}
+
+// skipUnlessEnabled skips a Redis benchmark when -bench.backends leaves
+// Redis out.
+func skipUnlessEnabled(b *testing.B, backend string) {
+	b.Helper()
+	if !backendEnabled(b, backend) {
+		b.Skipf("-bench.backends=%s leaves %s out", *flagBackends, backend)
+	}
+}
+
+// backendTarget is a started server: what the configurations' Open takes,
+// and a request counter if there is one.
+type backendTarget struct {
+	target string
+	count  bench.Counter
+}
+
+var (
+	etcdServer = testserver.NewLazy(&servers, func(t testserver.TB) backendTarget {
+		s := testserver.Etcd(t)
+		if s == nil {
+			return backendTarget{}
+		}
+		return backendTarget{strings.Join(s.Endpoints, ","), bench.EtcdCounter(s.Endpoints)}
+	})
+	zkServer = testserver.NewLazy(&servers, func(t testserver.TB) backendTarget {
+		s := testserver.ZooKeeper(t)
+		if s == nil {
+			return backendTarget{}
+		}
+		return backendTarget{strings.Join(s.Addrs, ","), bench.ZKCounter(s.Addrs, testserver.FourLetterWord)}
+	})
+	mysqlServer = testserver.NewLazy(&servers, func(t testserver.TB) backendTarget {
+		d := testserver.MySQL(t)
+		if d == nil {
+			return backendTarget{}
+		}
+		db, err := sql.Open("mysql", d.DSN)
+		if err != nil {
+			t.Fatalf("%v", err)
+		}
+		db.SetMaxOpenConns(1)
+		t.Cleanup(func() { db.Close() })
+		return backendTarget{d.URL, bench.MySQLCounter(db)}
+	})
+	postgresServer = testserver.NewLazy(&servers, func(t testserver.TB) backendTarget {
+		d := testserver.Postgres(t)
+		if d == nil {
+			return backendTarget{}
+		}
+		return backendTarget{target: d.URL}
+	})
+	sqliteServer = testserver.NewLazy(&servers, func(t testserver.TB) backendTarget {
+		return backendTarget{target: testserver.SQLite(t).URL}
+	})
+	mongoServer = testserver.NewLazy(&servers, func(t testserver.TB) backendTarget {
+		d := testserver.Mongo(t)
+		if d == nil {
+			return backendTarget{}
+		}
+		return backendTarget{target: d.URI}
+	})
+)
+
+var backendServers = map[string]*testserver.Lazy[backendTarget]{
+	bench.Etcd: etcdServer, bench.ZK: zkServer,
+	bench.MySQL: mysqlServer, bench.Postgres: postgresServer, bench.SQLite: sqliteServer,
+	bench.Mongo: mongoServer,
+}
+
+// otherBackends are the backends other than Redis, in AllBackends' order.
+var otherBackends = bench.AllBackends[1:]
+
+// uncontendedConfig reports whether a configuration runs in the
+// uncontended benchmark: with one handle, own and shared are the same.
+func uncontendedConfig(name string) bool { return strings.HasSuffix(name, "-shared") }
+
+// BenchmarkBackendUncontended is BenchmarkUncontended on the backends
+// other than Redis that -bench.backends names: golocker and the stock
+// recipe (etcd's concurrency.Mutex, go-zookeeper's Lock), at least
+// -backends.uncontended.ops pairs each. Sub-benchmarks:
+// BACKEND/golocker, BACKEND/RECIPE.
+func BenchmarkBackendUncontended(b *testing.B) {
+	for _, backend := range otherBackends {
+		if !backendEnabled(b, backend) {
+			continue
+		}
+		tgt := backendServers[backend].Get(b)
+		for _, cfg := range bench.BackendConfigs(backend) {
+			if !uncontendedConfig(cfg.Name) {
+				continue
+			}
+			b.Run(backend+"/"+cfg.Library, func(b *testing.B) {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+				defer cancel()
+				set, err := cfg.Open(ctx, tgt.target, "bench/uncontended/"+cfg.Name, 1, time.Second)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer set.Close()
+				h := set.Handles[0]
+				for range 20 {
+					if err := bench.WarmUp(ctx, set.Handles); err != nil {
+						b.Fatal(err)
+					}
+				}
+				n := max(b.N, *flagBackendOps)
+				samples := make([]int64, n)
+				var before, after int64
+				if tgt.count != nil {
+					if before, err = tgt.count(ctx); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ResetTimer()
+				start := time.Now()
+				for i := range n {
+					t0 := time.Now()
+					if err := h.Lock(ctx); err != nil {
+						b.Fatal(err)
+					}
+					if err := h.Unlock(ctx); err != nil {
+						b.Fatal(err)
+					}
+					samples[i] = int64(time.Since(t0))
+				}
+				total := time.Since(start)
+				b.StopTimer()
+				b.ReportMetric(float64(total.Nanoseconds())/float64(n), "ns/op")
+				b.ReportMetric(us(bench.Percentile(samples, 0.50)), "p50-us")
+				b.ReportMetric(us(bench.Percentile(samples, 0.99)), "p99-us")
+				if tgt.count != nil {
+					if after, err = tgt.count(ctx); err != nil {
+						b.Fatal(err)
+					}
+					b.ReportMetric(float64(after-before)/float64(n), "reqs/op")
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkBackendContended is BenchmarkContended on the backends other
+// than Redis that -bench.backends names, in this process only:
+// BACKEND/handles=N/CONFIG, N from bench.BackendContendedHandles. The
+// metrics are BenchmarkContended's; reqs/acq (requests the server counted
+// per acquisition) replaces cmds/acq where the server counts them.
+func BenchmarkBackendContended(b *testing.B) {
+	p := bench.Params{Hold: *flagHold, Think: *flagThink, Duration: *flagDuration}
+	for _, backend := range otherBackends {
+		if !backendEnabled(b, backend) {
+			continue
+		}
+		tgt := backendServers[backend].Get(b)
+		for _, n := range bench.BackendContendedHandles[backend] {
+			for _, cfg := range bench.BackendConfigs(backend) {
+				b.Run(backend+"/handles="+strconv.Itoa(n)+"/"+cfg.Name, func(b *testing.B) {
+					ms := make([]bench.Measurement, 0, b.N)
+					for i := range b.N {
+						ctx, cancel := context.WithTimeout(context.Background(), p.Duration+5*time.Minute)
+						name := "bench/contended/" + cfg.Name + "/" + strconv.Itoa(n) + "/" + strconv.Itoa(i)
+						m, err := bench.RunBackend(ctx, cfg, tgt.target, name, n, p, tgt.count)
+						cancel()
+						if err != nil {
+							b.Fatal(err)
+						}
+						ms = append(ms, m)
+					}
+					report(b, ms, "reqs", tgt.count != nil)
+				})
+			}
+		}
+	}
+}
+
+// TestBackendsSmoke runs every configuration of every backend other than
+// Redis (whatever -bench.backends says) for a moment with 2 handles, as
+// TestScenariosSmoke does for Redis. A backend whose server cannot start
+// here is skipped.
+func TestBackendsSmoke(t *testing.T) {
+	p := bench.Params{Hold: time.Millisecond, Think: time.Millisecond, Duration: 200 * time.Millisecond}
+	sc := bench.Scenario{Handles: 2}
+	for _, backend := range otherBackends {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel() // each server takes seconds to start
+			tgt := backendServers[backend].Get(t)
+			if tgt.target == "" {
+				t.Skipf("no %s server", backend)
+			}
+			for _, cfg := range bench.BackendConfigs(backend) {
+				t.Run(cfg.Name, func(t *testing.T) {
+					ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+					defer cancel()
+					m, err := bench.RunBackend(ctx, cfg, tgt.target, "bench/smoke/"+cfg.Name, sc.Handles, p, tgt.count)
+					if err != nil {
+						t.Fatal(err)
+					}
+					checkMeasurement(t, sc, p, m, tgt.count != nil)
+				})
+			}
+		})
+	}
+}

@@ -1,0 +1,112 @@
+package conformance
+
+// Capability names used in reports and the feature matrix.
+const (
+	CapExclusion    = "exclusion"
+	CapReentrancy   = "reentrancy"
+	CapFencing      = "fencing"
+	CapNotify       = "notify"
+	CapFIFO         = "fifo"
+	CapLostSignal   = "lost-signal"
+	CapExpiry       = "expiry"
+	CapRenewal      = "renewal"
+	CapSessionLease = "session-lease"
+	CapInspect      = "inspect"
+	CapCancellation = "cancellation"
+	CapScale        = "scale"
+	CapInput        = "input"
+	CapDeclaration  = "declaration"
+)
+
+// checks is the whole suite, in the order it runs.
+var checks = concat(
+	declarationChecks,
+	inputChecks,
+	exclusionChecks,
+	waitingChecks,
+	reentrancyChecks,
+	ownershipChecks,
+	expiryChecks,
+	lostChecks,
+	fencingChecks,
+	notifyChecks,
+	scaleChecks,
+	closeChecks,
+)
+
+func concat(lists ...[]check) []check {
+	var all []check
+	for _, l := range lists {
+		all = append(all, l...)
+	}
+	return all
+}
+
+// Checks lists the suite's checks with the capabilities each proves, for
+// documentation.
+func Checks() []CheckResult {
+	out := make([]CheckResult, len(checks))
+	for i, c := range checks {
+		out[i] = CheckResult{Name: c.name, Proves: c.proves}
+	}
+	return out
+}
+
+// Skip conditions shared by checks.
+
+func needFencing(s *suite) string {
+	if !s.caps.Fencing {
+		return "the driver does not declare Fencing"
+	}
+	return ""
+}
+
+func needExpiry(s *suite) string {
+	if !s.caps.Expiry {
+		return "the driver does not declare Expiry"
+	}
+	return ""
+}
+
+// needCrash: expiry and a way to crash a client.
+func needCrash(s *suite) string {
+	if why := needExpiry(s); why != "" {
+		return why
+	}
+	if s.h.Crash == nil && s.caps.SessionLease {
+		return "the driver declares SessionLease and the harness has no Crash hook"
+	}
+	return ""
+}
+
+// needCut: expiry, and renewals that the suite can make fail.
+func needCut(s *suite) string {
+	if why := needExpiry(s); why != "" {
+		return why
+	}
+	if s.caps.SessionLease {
+		return "the driver keeps holds alive through its session, not through renewals the suite can cut"
+	}
+	return ""
+}
+
+func needDrop(s *suite) string {
+	if s.h.Drop == nil && !s.caps.Inspect {
+		return "the harness has no Drop hook and the driver cannot force-release (Inspect)"
+	}
+	return ""
+}
+
+func needNotify(s *suite) string {
+	if !s.caps.Notify {
+		return "the driver does not declare Notify"
+	}
+	return ""
+}
+
+func needFIFO(s *suite) string {
+	if !s.caps.FIFO {
+		return "the driver does not declare FIFO"
+	}
+	return ""
+}

@@ -1,0 +1,315 @@
+package conformance
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/golocker/locker"
+	"github.com/golocker/locker/backend"
+)
+
+// Harness tells the suite how to reach the driver under test.
+type Harness struct {
+	// Name names the driver in the report, e.g. "redis/cluster".
+	Name string
+
+	// NewDriver returns a new driver, independent of the others as a
+	// driver in another process would be. Required. The suite closes it.
+	NewDriver func(ctx context.Context) (backend.Driver, error)
+
+	// Crash, optional, makes d stop as a process that died would: no
+	// release, no renewal, no graceful end of its session. Without it the
+	// suite cuts d off from the store (every call of d fails), which is a
+	// crash for drivers whose holds live only by renewal; for drivers that
+	// declare SessionLease the crash checks are skipped.
+	Crash func(d backend.Driver) error
+
+	// Drop, optional, makes the store forget the current hold on name
+	// behind its owner's back (a key deleted, a session expired). Without
+	// it the suite uses backend.Inspector.ForceRelease when the driver has
+	// it, and skips the check otherwise.
+	Drop func(ctx context.Context, name string) error
+
+	// TTL is the short lease the suite uses in checks that wait for
+	// expiry. Default 1s; a store with a coarse clock (seconds) needs more.
+	TTL time.Duration
+
+	// Timeout bounds each check. Default 60s.
+	Timeout time.Duration
+
+	// Scale is how many distinct names the scale check cycles through.
+	// Default 5000.
+	Scale int
+}
+
+// Outcome is the result of one check.
+type Outcome string
+
+// Outcomes of a check.
+const (
+	Passed  Outcome = "passed"
+	Failed  Outcome = "failed"
+	Skipped Outcome = "skipped"
+	NotRun  Outcome = "not run" // filtered out by -run
+)
+
+// CheckResult is the outcome of one check of the suite.
+type CheckResult struct {
+	Name    string   // e.g. "fencing/tokens_strictly_increase_across_holders"
+	Proves  []string // the capabilities the check proves (see Capability names)
+	Outcome Outcome
+}
+
+// Report is what Run found: the driver's declaration and each check's
+// outcome. It feeds the feature matrix.
+type Report struct {
+	Driver       string
+	Capabilities backend.Capabilities
+	Checks       []CheckResult
+}
+
+// Complete reports whether every check ran (none was filtered out by -run).
+func (r *Report) Complete() bool {
+	for _, c := range r.Checks {
+		if c.Outcome == NotRun {
+			return false
+		}
+	}
+	return true
+}
+
+// Proved reports whether every check proving capability passed and at
+// least one ran.
+func (r *Report) Proved(capability string) bool {
+	ran := false
+	for _, c := range r.Checks {
+		for _, p := range c.Proves {
+			if p != capability {
+				continue
+			}
+			switch c.Outcome {
+			case Failed:
+				return false
+			case Passed:
+				ran = true
+			}
+		}
+	}
+	return ran
+}
+
+// suite is one run of the checks against one harness.
+type suite struct {
+	h    Harness
+	caps backend.Capabilities
+	ttl  time.Duration
+	id   string
+
+	mu  sync.Mutex
+	rep *Report
+}
+
+// Run runs every check against the driver of h and returns the report. It
+// fails t when a check fails, including the checks of the driver's
+// declaration.
+func Run(t *testing.T, h Harness) *Report {
+	t.Helper()
+	if h.NewDriver == nil {
+		t.Fatal("conformance: Harness.NewDriver is required")
+	}
+	if h.TTL <= 0 {
+		h.TTL = time.Second
+	}
+	if h.Timeout <= 0 {
+		h.Timeout = 60 * time.Second
+	}
+	if h.Scale <= 0 {
+		h.Scale = 5000
+	}
+	if h.Name == "" {
+		h.Name = t.Name()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), h.Timeout)
+	d, err := h.NewDriver(ctx)
+	cancel()
+	if err != nil {
+		t.Fatalf("conformance: NewDriver: %v", err)
+	}
+	caps := d.Capabilities()
+	if err := d.Close(); err != nil {
+		t.Errorf("conformance: Close of a fresh driver: %v", err)
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	s := &suite{
+		h:    h,
+		caps: caps,
+		ttl:  h.TTL,
+		id:   hex.EncodeToString(b[:]),
+		rep:  &Report{Driver: h.Name, Capabilities: caps},
+	}
+	for _, c := range checks {
+		s.run(t, c)
+	}
+	return s.rep
+}
+
+// check is one behaviour the suite proves.
+type check struct {
+	name   string
+	proves []string
+	// skip returns why the check does not apply to this driver, or "".
+	skip func(s *suite) string
+	run  func(t *testing.T, s *suite)
+}
+
+func (s *suite) run(t *testing.T, c check) {
+	outcome := NotRun
+	t.Run(c.name, func(t *testing.T) {
+		// Recorded however the check ends: pass, fail, skip (t.Skip
+		// runs deferred calls too).
+		defer func() {
+			switch {
+			case t.Failed():
+				outcome = Failed
+			case t.Skipped():
+				outcome = Skipped
+			default:
+				outcome = Passed
+			}
+		}()
+		if c.skip != nil {
+			if why := c.skip(s); why != "" {
+				t.Skip(why)
+			}
+		}
+		// Backstop for a hang that no bounded call caught: fail loudly
+		// with every goroutine's stack rather than stall the run.
+		stall := time.AfterFunc(s.h.Timeout+10*time.Second, func() {
+			panic(fmt.Sprintf("conformance: %s did not finish within %v", t.Name(), s.h.Timeout))
+		})
+		defer stall.Stop()
+		c.run(t, s)
+	})
+	s.mu.Lock()
+	s.rep.Checks = append(s.rep.Checks, CheckResult{Name: c.name, Proves: c.proves, Outcome: outcome})
+	s.mu.Unlock()
+}
+
+// ctx returns a context that ends with the check's time bound.
+func (s *suite) ctx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), s.h.Timeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// name returns a lock name unique to this run and check.
+func (s *suite) name(t *testing.T, suffix string) string {
+	n := t.Name()
+	if i := strings.Index(n, "/"); i >= 0 {
+		n = n[i+1:]
+	}
+	return "conformance/" + s.id + "/" + n + "/" + suffix
+}
+
+// driver returns a new driver that the check's cleanup closes.
+func (s *suite) driver(t *testing.T) backend.Driver {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), s.h.Timeout)
+	defer cancel()
+	d, err := s.h.NewDriver(ctx)
+	if err != nil {
+		t.Fatalf("NewDriver: %v", err)
+	}
+	return d
+}
+
+// client returns a new Client on a new driver, with the suite's TTL, closed
+// by the check's cleanup.
+func (s *suite) client(t *testing.T, opts ...locker.Option) *locker.Client {
+	t.Helper()
+	return s.clientOn(t, s.driver(t), opts...)
+}
+
+func (s *suite) clientOn(t *testing.T, d backend.Driver, opts ...locker.Option) *locker.Client {
+	t.Helper()
+	c, err := locker.New(d, append([]locker.Option{locker.WithTTL(s.ttl)}, opts...)...)
+	if err != nil {
+		_ = d.Close()
+		t.Fatalf("locker.New: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil && !errors.Is(err, errCut) {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return c
+}
+
+// within runs f and fails the check if it has not returned after d: a call
+// that ignores its ctx must fail the suite, not hang it. f keeps running in
+// the background if it hangs.
+func within(t *testing.T, d time.Duration, what string, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	select {
+	case <-done:
+	case <-time.After(d):
+		t.Fatalf("%s did not return within %v", what, d)
+	}
+}
+
+// eventually polls cond every tick until it is true or d has passed.
+func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	tick := min(d/50, 50*time.Millisecond)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not true within %v", what, d)
+		}
+		time.Sleep(tick)
+	}
+}
+
+// mustLock locks m or fails the check.
+func mustLock(t *testing.T, ctx context.Context, m *locker.Mutex) {
+	t.Helper()
+	if err := m.Lock(ctx); err != nil {
+		t.Fatalf("Lock(%s): %v", m.Name(), err)
+	}
+}
+
+// mustUnlock unlocks m or fails the check.
+func mustUnlock(t *testing.T, ctx context.Context, m *locker.Mutex) {
+	t.Helper()
+	if err := m.Unlock(ctx); err != nil {
+		t.Fatalf("Unlock(%s): %v", m.Name(), err)
+	}
+}
+
+// free reports whether a fresh client can take name at once (and gives it
+// back).
+func (s *suite) free(t *testing.T, ctx context.Context, c *locker.Client, name string) bool {
+	t.Helper()
+	m := c.NewMutex(name)
+	ok, err := m.TryLock(ctx)
+	if err != nil {
+		t.Fatalf("TryLock(%s): %v", name, err)
+	}
+	if ok {
+		mustUnlock(t, ctx, m)
+	}
+	return ok
+}

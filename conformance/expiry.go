@@ -1,0 +1,115 @@
+package conformance
+
+import (
+	"testing"
+	"time"
+
+	"github.com/golocker/locker"
+)
+
+var expiryChecks = []check{
+	{
+		name:   "expiry/a_crashed_holders_lock_is_free_after_its_lease",
+		proves: []string{CapExpiry},
+		skip:   needCrash,
+		run: func(t *testing.T, s *suite) {
+			ctx := s.ctx(t)
+			name := s.name(t, "l")
+			c, crash := s.crashable(t)
+			mustLock(t, ctx, c.NewMutex(name))
+			crash()
+			b := s.client(t).NewMutex(name)
+			if ok, err := b.TryLock(ctx); ok || err != nil {
+				t.Fatalf("TryLock right after the crash = %v, %v; want false: the lease cannot have run out yet", ok, err)
+			}
+			start := time.Now()
+			ok, err := b.LockTimeout(ctx, s.h.Timeout/2)
+			if err != nil || !ok {
+				t.Fatalf("LockTimeout after the crash = %v, %v; the crashed holder's lock was not freed within %v", ok, err, s.h.Timeout/2)
+			}
+			t.Logf("freed %v after the crash (TTL %v)", time.Since(start).Round(time.Millisecond), s.ttl)
+			mustUnlock(t, ctx, b)
+		},
+	},
+	{
+		name:   "renewal/a_living_holder_keeps_its_lock_well_past_the_ttl",
+		proves: []string{CapRenewal, CapSessionLease},
+		run: func(t *testing.T, s *suite) {
+			ctx := s.ctx(t)
+			name := s.name(t, "l")
+			m := s.client(t).NewMutex(name)
+			mustLock(t, ctx, m)
+			locked := time.Now()
+			other := s.client(t)
+			end := locked.Add(3*s.ttl + s.ttl/2)
+			for probes := 0; time.Now().Before(end); probes++ {
+				if s.free(t, ctx, other, name) {
+					t.Fatalf("another client took the lock %v into a hold with TTL %v", time.Since(locked), s.ttl)
+				}
+				select {
+				case <-m.Lost():
+					t.Fatalf("the hold was reported lost after %d probes", probes)
+				case <-time.After(s.ttl / 5):
+				}
+			}
+			mustUnlock(t, ctx, m)
+			if !s.free(t, ctx, other, name) {
+				t.Error("the lock is held after Unlock")
+			}
+		},
+	},
+	{
+		name:   "expiry/a_fixed_lease_ends_and_is_reported_before_another_owner_gets_it",
+		proves: []string{CapExpiry, CapLostSignal},
+		skip: func(s *suite) string {
+			if !s.caps.Expiry && !s.caps.SessionLease {
+				return "the driver declares neither Expiry nor SessionLease"
+			}
+			return ""
+		},
+		run: func(t *testing.T, s *suite) {
+			ctx := s.ctx(t)
+			name := s.name(t, "l")
+			a := s.client(t).NewMutex(name, locker.WithFixedLease())
+			start := time.Now()
+			mustLock(t, ctx, a)
+			b := s.client(t).NewMutex(name)
+			if ok, err := b.LockTimeout(ctx, 10*s.ttl+quick); !ok || err != nil {
+				t.Fatalf("LockTimeout after a fixed lease = %v, %v; want true", ok, err)
+			}
+			defer mustUnlock(t, ctx, b)
+			got := time.Since(start)
+			select {
+			case <-a.Lost():
+			default:
+				t.Fatalf("another owner got the lock %v after a fixed lease of %v began, and the old owner was not told", got, s.ttl)
+			}
+			if got < s.ttl/2 {
+				t.Errorf("a fixed lease of %v ended after only %v", s.ttl, got)
+			}
+		},
+	},
+	{
+		name:   "expiry/failing_renewals_are_reported_before_another_owner_gets_the_lock",
+		proves: []string{CapExpiry, CapRenewal},
+		skip:   needCut,
+		run: func(t *testing.T, s *suite) {
+			ctx := s.ctx(t)
+			name := s.name(t, "l")
+			c, cut := s.cuttable(t)
+			a := c.NewMutex(name)
+			mustLock(t, ctx, a)
+			cut()
+			b := s.client(t).NewMutex(name)
+			if ok, err := b.LockTimeout(ctx, 10*s.ttl+quick); !ok || err != nil {
+				t.Fatalf("LockTimeout after the owner was cut off = %v, %v; want true", ok, err)
+			}
+			defer mustUnlock(t, ctx, b)
+			select {
+			case <-a.Lost():
+			default:
+				t.Fatal("another owner got the lock before the cut-off owner was told its hold was lost")
+			}
+		},
+	},
+}

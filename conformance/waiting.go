@@ -1,0 +1,181 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/golocker/locker/backend"
+)
+
+// quick bounds calls that must not wait for another owner: generous for a
+// loaded CI machine talking to a remote store, far below the leases used.
+const quick = 3 * time.Second
+
+var waitingChecks = []check{
+	{
+		name:   "trylock/returns_at_once_when_held_elsewhere",
+		proves: []string{CapExclusion},
+		run: func(t *testing.T, s *suite) {
+			ctx := s.ctx(t)
+			name := s.name(t, "l")
+			a := s.client(t).NewMutex(name)
+			mustLock(t, ctx, a)
+			defer mustUnlock(t, ctx, a)
+			b := s.client(t).NewMutex(name)
+			within(t, quick, "TryLock on a lock held elsewhere", func() {
+				ok, err := b.TryLock(ctx)
+				if err != nil || ok {
+					t.Errorf("TryLock = %v, %v; want false, nil", ok, err)
+				}
+			})
+			// Also at the SPI: Wait=false is ErrHeld, not a wait.
+			d := s.driver(t)
+			defer d.Close()
+			within(t, quick, "Acquire with Wait=false on a held lock", func() {
+				if _, err := d.Acquire(ctx, backend.Request{Name: name, Owner: s.id + "-spi", TTL: s.ttl}); !errors.Is(err, backend.ErrHeld) {
+					t.Errorf("Acquire(Wait=false) = %v, want ErrHeld", err)
+				}
+			})
+		},
+	},
+	{
+		name:   "locktimeout/gives_up_after_about_its_timeout",
+		proves: []string{CapExclusion},
+		run: func(t *testing.T, s *suite) {
+			ctx := s.ctx(t)
+			name := s.name(t, "l")
+			a := s.client(t).NewMutex(name)
+			mustLock(t, ctx, a)
+			defer mustUnlock(t, ctx, a)
+			b := s.client(t).NewMutex(name)
+			const wait = 300 * time.Millisecond
+			within(t, wait+quick, "LockTimeout", func() {
+				start := time.Now()
+				ok, err := b.LockTimeout(ctx, wait)
+				el := time.Since(start)
+				if err != nil || ok {
+					t.Errorf("LockTimeout = %v, %v; want false, nil", ok, err)
+				}
+				if el < wait-10*time.Millisecond {
+					t.Errorf("LockTimeout gave up after %v, before its timeout %v", el, wait)
+				}
+			})
+		},
+	},
+	{
+		name:   "locktimeout/gets_a_lock_released_within_the_timeout",
+		proves: []string{CapExclusion},
+		run: func(t *testing.T, s *suite) {
+			ctx := s.ctx(t)
+			name := s.name(t, "l")
+			a := s.client(t).NewMutex(name)
+			mustLock(t, ctx, a)
+			time.AfterFunc(100*time.Millisecond, func() { _ = a.Unlock(ctx) })
+			b := s.client(t).NewMutex(name)
+			ok, err := b.LockTimeout(ctx, 20*time.Second)
+			if err != nil || !ok {
+				t.Fatalf("LockTimeout = %v, %v; want true, nil", ok, err)
+			}
+			mustUnlock(t, ctx, b)
+		},
+	},
+	{
+		name:   "lock/returns_the_ctx_error_and_leaves_nothing_behind",
+		proves: []string{CapCancellation},
+		run: func(t *testing.T, s *suite) {
+			ctx := s.ctx(t)
+			name := s.name(t, "l")
+			a := s.client(t).NewMutex(name)
+			mustLock(t, ctx, a)
+			bc := s.client(t)
+			for _, cause := range []error{context.Canceled, context.DeadlineExceeded} {
+				cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+				if cause == context.Canceled {
+					time.AfterFunc(100*time.Millisecond, cancel)
+				}
+				within(t, quick, "Lock after its ctx ended", func() {
+					if err := bc.NewMutex(name).Lock(cctx); !errors.Is(err, cause) {
+						t.Errorf("Lock = %v, want %v", err, cause)
+					}
+				})
+				cancel()
+			}
+			mustUnlock(t, ctx, a)
+			// A waiter that gave up must not be granted the lock later.
+			if !s.free(t, ctx, s.client(t), name) {
+				t.Error("after the holder released, a waiter that had given up still blocks the lock")
+			}
+			if q, ok := bc.Driver().(backend.QueueInspector); ok {
+				if n, err := q.Waiters(ctx, name); err != nil || n != 0 {
+					t.Errorf("Waiters = %d, %v; want 0 after every waiter gave up", n, err)
+				}
+			}
+		},
+	},
+	{
+		name:   "lock/with_an_ended_ctx_holds_nothing",
+		proves: []string{CapCancellation},
+		run: func(t *testing.T, s *suite) {
+			ctx := s.ctx(t)
+			name := s.name(t, "l")
+			done, cancel := context.WithCancel(ctx)
+			cancel()
+			m := s.client(t).NewMutex(name)
+			if err := m.Lock(done); !errors.Is(err, context.Canceled) {
+				t.Errorf("Lock(cancelled ctx) = %v, want context.Canceled", err)
+			}
+			if ok, err := m.TryLock(done); ok || !errors.Is(err, context.Canceled) {
+				t.Errorf("TryLock(cancelled ctx) = %v, %v; want false, context.Canceled", ok, err)
+			}
+			if m.HoldCount() != 0 {
+				t.Errorf("HoldCount = %d after failed locks", m.HoldCount())
+			}
+			if !s.free(t, ctx, s.client(t), name) {
+				t.Error("a Lock with a cancelled ctx left the lock held")
+			}
+		},
+	},
+	{
+		name:   "lock/cancellation_racing_a_grant_leaks_nothing",
+		proves: []string{CapCancellation},
+		run: func(t *testing.T, s *suite) {
+			ctx := s.ctx(t)
+			name := s.name(t, "l")
+			ac, bc, probe := s.client(t), s.client(t), s.client(t)
+			for i := range 25 {
+				a := ac.NewMutex(name)
+				mustLock(t, ctx, a)
+				b := bc.NewMutex(name)
+				bctx, cancel := context.WithCancel(ctx)
+				got := make(chan error, 1)
+				go func() { got <- b.Lock(bctx) }()
+				// Release and cancel close together, in either order.
+				d := time.Duration(rand.IntN(3000)) * time.Microsecond
+				if i%2 == 0 {
+					time.AfterFunc(d, cancel)
+					mustUnlock(t, ctx, a)
+				} else {
+					mustUnlock(t, ctx, a)
+					time.AfterFunc(d, cancel)
+				}
+				var err error
+				within(t, quick+s.ttl, "Lock racing its cancellation", func() { err = <-got })
+				cancel()
+				switch {
+				case err == nil:
+					mustUnlock(t, ctx, b)
+				case !errors.Is(err, context.Canceled):
+					t.Fatalf("round %d: Lock = %v, want nil or context.Canceled", i, err)
+				case b.HoldCount() != 0:
+					t.Fatalf("round %d: Lock failed but HoldCount = %d", i, b.HoldCount())
+				}
+				if !s.free(t, ctx, probe, name) {
+					t.Fatalf("round %d: the lock is held after the racing Lock returned %v", i, err)
+				}
+			}
+		},
+	},
+}

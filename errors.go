@@ -1,0 +1,70 @@
+package locker
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+
+	"github.com/golocker/locker/backend"
+)
+
+// Sentinel errors, matchable with errors.Is. They are the values of package
+// backend, so drivers and users share them.
+var (
+	// ErrNotHeld is returned by Unlock on a handle that holds nothing.
+	ErrNotHeld = backend.ErrNotHeld
+	// ErrLost is returned when a hold ended before Unlock: its lease ran
+	// out, the store dropped it, or renewal failed for good.
+	ErrLost = backend.ErrLost
+	// ErrInvalidName is returned for an empty, non-UTF-8 or too long name.
+	ErrInvalidName = backend.ErrInvalidName
+	// ErrInvalidTTL is returned for a lease that is not positive or shorter
+	// than MinTTL.
+	ErrInvalidTTL = backend.ErrInvalidTTL
+	// ErrClosed is returned by every method of a closed Client and its
+	// handles.
+	ErrClosed = backend.ErrClosed
+	// ErrNotSupported is returned when the driver lacks an optional ability.
+	ErrNotSupported = backend.ErrNotSupported
+	// ErrBadURL is returned by Open for a URL it cannot use.
+	ErrBadURL = backend.ErrBadURL
+	// ErrUnknownScheme is returned by Open for a scheme no driver registered.
+	ErrUnknownScheme = backend.NewError("unknown scheme")
+	// ErrNilContext is returned when a method is given a nil context.
+	ErrNilContext = backend.NewError("nil context")
+	// ErrInvalidOption is returned for an option with a bad value.
+	ErrInvalidOption = backend.NewError("invalid option")
+)
+
+// newError returns a sentinel of package locker only.
+func newError(msg string) error { return backend.NewError(msg) }
+
+// OpError is the error returned by a handle's methods: the operation, the
+// lock name and the cause. Backend errors are wrapped exactly once, here.
+type OpError struct {
+	Op   string // "lock", "trylock", "locktimeout", "unlock", ...
+	Name string // the lock name
+	Err  error
+}
+
+func (e *OpError) Error() string {
+	// A sentinel, bare or wrapped with detail: avoid "locker: ... : locker: ...".
+	cause := strings.TrimPrefix(e.Err.Error(), "locker: ")
+	return "locker: " + e.Op + " " + strconv.Quote(e.Name) + ": " + cause
+}
+
+// Unwrap returns the cause.
+func (e *OpError) Unwrap() error { return e.Err }
+
+// opErr wraps err once with op and name; nil stays nil and an *OpError is not
+// wrapped again.
+func opErr(op, name string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var oe *OpError
+	if errors.As(err, &oe) {
+		return err
+	}
+	return &OpError{Op: op, Name: name, Err: err}
+}

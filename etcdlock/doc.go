@@ -1,0 +1,112 @@
+// Package etcdlock is the etcd driver of package locker: locks held by the
+// keys of a session, as in etcd's own concurrency.Mutex, without its traps.
+//
+//	import _ "github.com/golocker/locker/etcdlock"
+//
+//	c, err := locker.Open(ctx, "etcd://10.0.0.1:2379,10.0.0.2:2379,10.0.0.3:2379/locks")
+//
+// or, on an etcd client the program already has (Close leaves it open):
+//
+//	d, err := etcdlock.New(cli, etcdlock.WithPrefix("/locks"))
+//	c, err := locker.New(d)
+//
+// # URLs
+//
+//	etcd://[user:password@]host1:2379[,host2:2379...][/prefix][?param=value&...]
+//
+// The hosts are the cluster's client endpoints (port 2379 when omitted);
+// the path is the key prefix (default /golocker); a user and password log
+// in with etcd's authentication. Parameters, of which any other is an
+// error:
+//
+//	session_ttl=10s                 TTL of the Driver's session, whole seconds (WithSessionTTL)
+//	dial_timeout=5s                 bound on Open's connection and first request (WithDialTimeout)
+//	tls=true                        TLS, verifying the servers with the system's roots
+//	tls_ca_file=/path/ca.pem        CA certificates (PEM) that sign the servers' certificates
+//	tls_cert_file=, tls_key_file=   client certificate and key, for client authentication
+//	tls_server_name=etcd.internal   name the servers' certificates must have
+//	tls_insecure_skip_verify=true   verify nothing (tests only)
+//
+// Any tls_ parameter turns TLS on. WithTLSConfig gives Open a *tls.Config
+// instead. The password never appears in an error.
+//
+// # How it works
+//
+// A Driver has one session: a lease that the Driver renews every TTL/3.
+// Lock name n is the key range prefix/n/ ('/' and '%' in n are escaped, so
+// that two names never share a range). Each owner that holds or waits for n
+// has one key in it, prefix/n/<lease>-<owner>, attached to the session's
+// lease; the key with the lowest create revision holds the lock.
+//
+//   - Lock creates the owner's key and reads the range's lowest key in one
+//     transaction. When its key is not the lowest, it watches the deletion
+//     of the nearest older key only — a release wakes one waiter, the next
+//     in arrival order — and then checks, in one read, that its key still
+//     exists (else its session ended: it queues again, in a new session)
+//     and whether it is now the lowest.
+//   - TryLock creates its key only if the range is empty, in one
+//     transaction: it never queues and never wakes anyone. (Creating the
+//     key and deleting it when it is not the lowest would let a crowd of
+//     TryLocks see each other's keys and all fail, for ever.)
+//   - Unlock deletes the key only if its create revision is still the
+//     hold's.
+//   - A Lock whose ctx ends deletes its key before it returns, with a
+//     context of its own bounded to 2s, so that a cluster that is down
+//     cannot hang it; a request in flight when ctx ends is given those 2s
+//     to finish, so that its outcome is known. A key whose deletion fails is
+//     deleted by the session's keepalive loop when the cluster answers
+//     again. A create whose outcome stays unknown is fenced off by a small
+//     key under prefix!aborted/, which lives as long as the session.
+//
+// The Driver needs etcd 3.4 or later (transactions that compare a whole
+// key range), and the same key prefix on every Driver that shares the
+// locks.
+//
+// Where concurrency.Mutex falls short: two Mutexes on one session share its
+// key and both believe they hold the lock (here the key names the owner);
+// Unlock deletes its key unconditionally; a Lock that gives up leaves its
+// key when the cluster does not answer; and nothing says that the session
+// is about to expire.
+//
+// # Capabilities
+//
+// Fencing: the token is the key's create revision, the cluster's revision
+// counter, which grows across names, releases and restarts. Notify and
+// FIFO, as above; backend.QueueInspector.Waiters counts the keys of a name
+// but the holder's. LostSignal, SessionLease and Expiry: see below.
+// Inspect: Holds lists the lowest key of each name (Expires is zero: a hold
+// lasts as long as its session), ForceRelease deletes it and its owner's
+// Lost closes. CrossProcess.
+//
+// The session, not package locker, keeps holds alive: Request.TTL and
+// locker.WithTTL do not change how long a hold lives (WithFixedLease still
+// ends one at its TTL: package locker releases it then). A Driver whose
+// process dies stops renewing its lease, and its locks are freed once the
+// session TTL has run out on the server.
+//
+// # When a hold is lost
+//
+// Lost closes when the key is deleted (ForceRelease, an operator), when the
+// session's lease is gone, and when no keepalive has been answered in time.
+// The Driver knows that its lease cannot end on the server before the time
+// it sent the last answered keepalive plus the TTL; it declares the session
+// lost a fifth of the TTL before that, so that an owner cut off from the
+// cluster hears of it before another owner can be granted its lock. It
+// then revokes the lease if it can, and later acquisitions use a new
+// session. A change of leader keeps holds: the new leader extends every
+// lease. This assumes that the clocks of the owner and of the cluster run
+// at the same rate (not that they agree), to within that margin.
+//
+// It cannot help a process that does not run. An owner paused longer than
+// the TTL — a long GC, a VM migration, SIGSTOP — learns that its hold is
+// lost only when it resumes (at once, then), and by that time another owner
+// may hold the lock; if the paused owner goes on to write to the resource
+// the lock guards, it writes without the lock. No lock service can prevent
+// that. Fencing tokens make it harmless: pass Mutex.Token with every write,
+// and have the resource refuse a token lower than the highest it has seen
+// — the paused owner's token is lower than its successor's.
+//
+// Close revokes the session, which frees whatever it still held, and
+// closes the client if Open made it. A Driver that cannot reach the
+// cluster then leaves its lease to expire.
+package etcdlock

@@ -1,0 +1,141 @@
+package etcdlock
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Defaults of the options.
+const (
+	// DefaultPrefix is the key prefix under which locks live unless the URL's
+	// path or WithPrefix says otherwise.
+	DefaultPrefix = "/golocker"
+	// DefaultSessionTTL is the TTL of a Driver's session lease unless
+	// WithSessionTTL says otherwise.
+	DefaultSessionTTL = 10 * time.Second
+	// DefaultDialTimeout bounds Open's first contact with the cluster.
+	DefaultDialTimeout = 5 * time.Second
+)
+
+// cleanupTimeout bounds the deletion of a key whose acquisition failed or
+// was given up (ctx ended), so that a cluster that is down cannot hang the
+// caller. A key whose deletion fails is deleted later by the session's
+// keepalive loop, or expires with the session.
+const cleanupTimeout = 2 * time.Second
+
+// Option configures a Driver (New, Open). An option that does not apply to
+// the constructor it is given to is an error, not ignored.
+type Option func(*options) error
+
+type options struct {
+	prefix      string
+	sessionTTL  time.Duration
+	dialTimeout time.Duration
+	tlsConfig   *tls.Config
+
+	openOnly []string // Open-only options that were set, to refuse them in New
+}
+
+func defaultOptions() options {
+	return options{prefix: DefaultPrefix, sessionTTL: DefaultSessionTTL, dialTimeout: DefaultDialTimeout}
+}
+
+func (o *options) apply(opts []Option) error {
+	for _, f := range opts {
+		if f == nil {
+			continue
+		}
+		if err := f(o); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// errOption is wrapped by every invalid option value.
+var errOption = errors.New("etcdlock: invalid option")
+
+// WithPrefix sets the key prefix under which the Driver keeps its locks
+// (default DefaultPrefix). Lock name n lives under prefix/n/. Drivers that
+// must see each other's locks need the same prefix. The prefix must start
+// with '/', and must not end with '/' or contain an empty segment ("//").
+// URL: the path, as in etcd://host:2379/locks.
+func WithPrefix(prefix string) Option {
+	return func(o *options) error {
+		p, err := cleanPrefix(prefix)
+		if err != nil {
+			return fmt.Errorf("%w: %v", errOption, err)
+		}
+		o.prefix = p
+		return nil
+	}
+}
+
+// cleanPrefix validates a key prefix; "" and "/" mean DefaultPrefix.
+func cleanPrefix(p string) (string, error) {
+	if p == "" || p == "/" {
+		return DefaultPrefix, nil
+	}
+	switch {
+	case !strings.HasPrefix(p, "/"):
+		return "", fmt.Errorf("prefix %q does not start with '/'", p)
+	case strings.HasSuffix(p, "/"):
+		return "", fmt.Errorf("prefix %q ends with '/'", p)
+	case strings.Contains(p, "//"):
+		return "", fmt.Errorf("prefix %q has an empty segment", p)
+	}
+	return p, nil
+}
+
+// WithSessionTTL sets the TTL of the Driver's session lease (default
+// DefaultSessionTTL): how long after its process dies, or loses the
+// cluster, a Driver's locks are freed. etcd counts leases in whole seconds,
+// so d must be a whole number of seconds, at least 1s; the cluster may
+// raise a TTL below its minimum (1.5 × election timeout, rounded up), and
+// the Driver then uses the cluster's value. URL parameter: session_ttl.
+func WithSessionTTL(d time.Duration) Option {
+	return func(o *options) error {
+		if err := validSessionTTL(d); err != nil {
+			return fmt.Errorf("%w: %v", errOption, err)
+		}
+		o.sessionTTL = d
+		return nil
+	}
+}
+
+func validSessionTTL(d time.Duration) error {
+	if d < time.Second || d%time.Second != 0 {
+		return fmt.Errorf("session TTL %v: must be a whole number of seconds, at least 1s", d)
+	}
+	return nil
+}
+
+// WithDialTimeout bounds Open's connection to the cluster, and its first
+// request (default DefaultDialTimeout). URL parameter: dial_timeout. Only
+// for Open: configure the client you give New yourself.
+func WithDialTimeout(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: dial timeout %v, must be positive", errOption, d)
+		}
+		o.dialTimeout = d
+		o.openOnly = append(o.openOnly, "WithDialTimeout")
+		return nil
+	}
+}
+
+// WithTLSConfig makes Open connect with TLS using cfg, which replaces any
+// tls_ parameter of the URL. Only for Open.
+func WithTLSConfig(cfg *tls.Config) Option {
+	return func(o *options) error {
+		if cfg == nil {
+			return fmt.Errorf("%w: nil TLS config", errOption)
+		}
+		o.tlsConfig = cfg
+		o.openOnly = append(o.openOnly, "WithTLSConfig")
+		return nil
+	}
+}

@@ -1,0 +1,165 @@
+// Package casdriver is an example golocker driver, written the way a driver
+// for a store we do not ship would be: a key-value store that offers only
+// get, compare-and-swap and an atomic counter, with expiry timestamps kept
+// in the value. It polls while waiting (backoff with jitter), renews and
+// releases with a compare-and-swap on the owner, and fences with the
+// store-wide counter, so a record can be deleted on release and tokens
+// still grow.
+// docs/writing-a-driver.md walks through it; casdriver_test.go runs the
+// conformance suite against it.
+package casdriver
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/golocker/locker/backend"
+)
+
+// Record is what the store keeps under a held lock's name.
+type Record struct {
+	Owner   string // "" when free
+	Expires time.Time
+	Fence   uint64
+}
+
+// Store is the toy remote store: Get and CompareAndSwap on whole records,
+// and a counter.
+type Store struct {
+	mu      sync.Mutex
+	m       map[string]Record
+	counter uint64
+}
+
+// NewStore returns an empty Store.
+func NewStore() *Store { return &Store{m: make(map[string]Record)} }
+
+// Get returns the record of key (the zero Record when absent).
+func (s *Store) Get(key string) Record {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.m[key]
+}
+
+// CompareAndSwap stores next if the current record equals old; a zero next
+// deletes the record.
+func (s *Store) CompareAndSwap(key string, old, next Record) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur := s.m[key]
+	if !cur.Expires.Equal(old.Expires) || cur.Owner != old.Owner || cur.Fence != old.Fence {
+		return false
+	}
+	if next == (Record{}) {
+		delete(s.m, key)
+	} else {
+		s.m[key] = next
+	}
+	return true
+}
+
+// Incr increments the store's counter and returns its new value.
+func (s *Store) Incr() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.counter++
+	return s.counter
+}
+
+// Len returns how many records the store keeps.
+func (s *Store) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.m)
+}
+
+// Driver implements backend.Driver on a Store.
+type Driver struct{ s *Store }
+
+// New returns a Driver on s.
+func New(s *Store) *Driver { return &Driver{s: s} }
+
+// Capabilities: fencing and expiry; waiting polls, and loss is found by
+// renewal.
+func (d *Driver) Capabilities() backend.Capabilities {
+	return backend.Capabilities{Fencing: true, Expiry: true, CrossProcess: true}
+}
+
+// Close implements backend.Driver.
+func (d *Driver) Close() error { return nil }
+
+// Acquire implements backend.Driver: try, and while waiting, poll with
+// capped exponential backoff and jitter.
+func (d *Driver) Acquire(ctx context.Context, r backend.Request) (backend.Lease, error) {
+	backoff := time.Millisecond
+	for {
+		start := time.Now()
+		if l := d.try(r, start); l != nil {
+			return l, nil
+		}
+		if !r.Wait {
+			return nil, backend.ErrHeld
+		}
+		sleep := backoff/2 + rand.N(backoff/2+1)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(sleep):
+		}
+		backoff = min(2*backoff, 50*time.Millisecond)
+	}
+}
+
+func (d *Driver) try(r backend.Request, now time.Time) *lease {
+	old := d.s.Get(r.Name)
+	if old.Owner != "" && now.Before(old.Expires) {
+		return nil
+	}
+	// A token taken by a failed swap is never used; tokens need only grow.
+	next := Record{Owner: r.Owner, Expires: now.Add(r.TTL), Fence: d.s.Incr()}
+	if !d.s.CompareAndSwap(r.Name, old, next) {
+		return nil
+	}
+	return &lease{d: d, name: r.Name, owner: r.Owner, token: next.Fence, start: now}
+}
+
+type lease struct {
+	d           *Driver
+	name, owner string
+	token       uint64
+	start       time.Time
+}
+
+func (l *lease) Token() uint64         { return l.token }
+func (l *lease) Start() time.Time      { return l.start }
+func (l *lease) Lost() <-chan struct{} { return nil }
+func (l *lease) mine(r Record, now time.Time) bool {
+	return r.Owner == l.owner && now.Before(r.Expires)
+}
+
+func (l *lease) Renew(_ context.Context, ttl time.Duration) error {
+	now := time.Now()
+	old := l.d.s.Get(l.name)
+	if !l.mine(old, now) {
+		return backend.ErrLost
+	}
+	next := old
+	next.Expires = now.Add(ttl)
+	if !l.d.s.CompareAndSwap(l.name, old, next) {
+		return backend.ErrLost
+	}
+	return nil
+}
+
+func (l *lease) Release(context.Context) error {
+	old := l.d.s.Get(l.name)
+	if !l.mine(old, time.Now()) {
+		return backend.ErrLost
+	}
+	if !l.d.s.CompareAndSwap(l.name, old, Record{}) {
+		return backend.ErrLost
+	}
+	return nil
+}

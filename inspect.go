@@ -1,0 +1,42 @@
+package locker
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/golocker/locker/backend"
+)
+
+// Holds lists the current holds whose names start with prefix, for admin
+// tools. It returns ErrNotSupported when the driver cannot inspect.
+func (c *Client) Holds(ctx context.Context, prefix string) ([]backend.Hold, error) {
+	in, ok := c.d.(backend.Inspector)
+	if !ok {
+		return nil, fmt.Errorf("locker: holds: %w", ErrNotSupported)
+	}
+	if ctx == nil {
+		return nil, fmt.Errorf("locker: holds: %w", ErrNilContext)
+	}
+	hs, err := in.Holds(ctx, prefix)
+	if err != nil {
+		return nil, fmt.Errorf("locker: holds %q: %w", prefix, err)
+	}
+	return hs, nil
+}
+
+// ForceRelease frees name whoever holds it, for admin tools: the holder
+// sees its hold lost. It returns ErrNotHeld when nobody holds it and
+// ErrNotSupported when the driver cannot inspect.
+func (c *Client) ForceRelease(ctx context.Context, name string) error {
+	in, ok := c.d.(backend.Inspector)
+	if !ok {
+		return opErr("forcerelease", name, ErrNotSupported)
+	}
+	if ctx == nil {
+		return opErr("forcerelease", name, ErrNilContext)
+	}
+	if err := validName(name); err != nil {
+		return opErr("forcerelease", name, err)
+	}
+	return opErr("forcerelease", name, in.ForceRelease(ctx, name))
+}

@@ -1,0 +1,375 @@
+package testserver
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Environment variables naming etcd servers the user already runs.
+const (
+	// EnvEtcdEndpoints names a single etcd (or any etcd cluster, used as
+	// one server): "127.0.0.1:2379" or "127.0.0.1:2379,127.0.0.1:22379".
+	EnvEtcdEndpoints = "LOCKER_TEST_ETCD_ENDPOINTS"
+	// EnvEtcdClusterEndpoints names the members of a multi-member cluster:
+	// "127.0.0.1:2379,127.0.0.1:22379,127.0.0.1:32379".
+	EnvEtcdClusterEndpoints = "LOCKER_TEST_ETCD_CLUSTER_ENDPOINTS"
+	// EnvEtcdBinary names an etcd binary to start instead of the helper
+	// built from this module: "/usr/bin/etcd".
+	EnvEtcdBinary = "LOCKER_TEST_ETCD_BINARY"
+)
+
+const etcdHelperPkg = "github.com/golocker/locker/internal/testserver/cmd/etcdserver"
+
+// EtcdServer is an etcd cluster of one or more members.
+type EtcdServer struct {
+	// Endpoints are the client addresses (host:port) of the members, as
+	// clientv3.Config.Endpoints takes them.
+	Endpoints []string
+	// Members are the members this package started; empty when an
+	// environment variable or a container named the server.
+	Members []*EtcdMember
+}
+
+// EtcdMember is one etcd member process.
+type EtcdMember struct {
+	Name       string   // member name, e.g. "etcd-2"
+	ClientAddr string   // host:port of its client URL
+	PeerAddr   string   // host:port of its peer URL
+	Proc       *Process // the member's process
+}
+
+// Etcd returns a single-member etcd: the one named by
+// LOCKER_TEST_ETCD_ENDPOINTS, else a member started on free loopback ports
+// (see EtcdCluster for which binary), else a container.
+func Etcd(t TB) *EtcdServer {
+	t.Helper()
+	if eps := EnvAddrs(EnvEtcdEndpoints); len(eps) > 0 {
+		return envEtcd(t, EnvEtcdEndpoints, eps)
+	}
+	return startEtcd(t, 1)
+}
+
+// EtcdCluster returns a 3-member etcd cluster: the one named by
+// LOCKER_TEST_ETCD_CLUSTER_ENDPOINTS, else three members started in
+// parallel on free loopback ports. The members run the etcdserver helper of
+// this module (etcd's embed package, the client's version), built with the
+// go command on first use and cached; else LOCKER_TEST_ETCD_BINARY or an
+// etcd binary in PATH (Debian's etcd-server).
+func EtcdCluster(t TB) *EtcdServer {
+	t.Helper()
+	if eps := EnvAddrs(EnvEtcdClusterEndpoints); len(eps) > 0 {
+		return envEtcd(t, EnvEtcdClusterEndpoints, eps)
+	}
+	return startEtcd(t, 3)
+}
+
+func envEtcd(t TB, env string, eps []string) *EtcdServer {
+	t.Helper()
+	for _, ep := range eps {
+		checkEnvServer(t, env, trimScheme(ep))
+	}
+	return &EtcdServer{Endpoints: eps}
+}
+
+func trimScheme(ep string) string {
+	if _, rest, ok := strings.Cut(ep, "://"); ok {
+		return rest
+	}
+	return ep
+}
+
+func startEtcd(t TB, n int) *EtcdServer {
+	t.Helper()
+	bin, err := etcdBinary()
+	if bin == "" {
+		if n == 1 && DockerAvailable() {
+			return etcdContainer(t)
+		}
+		Unavailable(t, "no etcd: %v; install Go (to build the embed helper) or Debian package etcd-server, or set %s", err, EnvEtcdEndpoints)
+		return nil
+	}
+	s := &EtcdServer{}
+	var cluster []string
+	for i := range n {
+		m := &EtcdMember{
+			Name:       fmt.Sprintf("etcd-%d", i+1),
+			ClientAddr: fmt.Sprintf("127.0.0.1:%d", FreePort(t)),
+			PeerAddr:   fmt.Sprintf("127.0.0.1:%d", FreePort(t)),
+		}
+		s.Members = append(s.Members, m)
+		s.Endpoints = append(s.Endpoints, m.ClientAddr)
+		cluster = append(cluster, m.Name+"=http://"+m.PeerAddr)
+	}
+	token := fmt.Sprintf("golocker-%d-%d", os.Getpid(), time.Now().UnixNano())
+	specs := make([]ProcessSpec, n)
+	for i, m := range s.Members {
+		dir := t.TempDir()
+		cfg := fmt.Sprintf(`name: %s
+data-dir: %s
+listen-client-urls: http://%s
+advertise-client-urls: http://%s
+listen-peer-urls: http://%s
+initial-advertise-peer-urls: http://%s
+initial-cluster: %s
+initial-cluster-token: %s
+initial-cluster-state: new
+heartbeat-interval: 50
+election-timeout: 500
+unsafe-no-fsync: true
+enable-grpc-gateway: true
+logger: zap
+log-level: warn
+log-outputs: [stderr]
+`, m.Name, filepath.Join(dir, "data"), m.ClientAddr, m.ClientAddr, m.PeerAddr, m.PeerAddr,
+			strings.Join(cluster, ","), token)
+		cfgPath := filepath.Join(dir, "etcd.yaml")
+		if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+			t.Fatalf("testserver: %v", err)
+			return nil
+		}
+		addr := m.ClientAddr
+		specs[i] = ProcessSpec{
+			Name:         m.Name,
+			Path:         bin,
+			Args:         []string{"--config-file", cfgPath},
+			Dir:          dir,
+			Ready:        func(ctx context.Context) error { return etcdHealthy(ctx, addr) },
+			ReadyTimeout: 60 * time.Second,
+		}
+	}
+	for i, p := range StartProcesses(t, specs...) {
+		s.Members[i].Proc = p
+	}
+	return s
+}
+
+var etcdBinaryOnce = sync.OnceValues(findEtcdBinary)
+
+// etcdBinary returns the etcd binary to start, building the helper once per
+// test binary, or "" and why there is none.
+func etcdBinary() (string, error) { return etcdBinaryOnce() }
+
+func findEtcdBinary() (string, error) {
+	if p := EnvAddr(EnvEtcdBinary); p != "" {
+		return p, nil
+	}
+	helper, buildErr := buildEtcdHelper()
+	if buildErr == nil {
+		return helper, nil
+	}
+	if p := lookPath([]string{"etcd"}, "/usr/bin", "/usr/local/bin"); p != "" {
+		return p, nil
+	}
+	return "", fmt.Errorf("cannot build the etcd helper (%v) and no etcd binary in PATH", buildErr)
+}
+
+// buildEtcdHelper builds cmd/etcdserver with the go command into the user's
+// cache directory. The file name depends on the Go version and the helper's
+// and module's sources, so an up-to-date build is reused and a running
+// binary is never overwritten.
+func buildEtcdHelper() (string, error) {
+	// The go command that runs the tests is on PATH (go test puts its
+	// GOROOT/bin there).
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		return "", errors.New("no go command on PATH")
+	}
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		cache = os.TempDir()
+	}
+	cache = filepath.Join(cache, "golocker-testserver")
+	if err := os.MkdirAll(cache, 0o755); err != nil {
+		return "", err
+	}
+	// This file's directory is the package source, unless the test binary
+	// was built with -trimpath; then build by import path from the working
+	// directory, which go test sets to the package under test.
+	_, self, _, _ := runtime.Caller(0)
+	srcDir := filepath.Dir(self)
+	target, dir := "./cmd/etcdserver", srcDir
+	if _, err := os.Stat(filepath.Join(srcDir, "cmd", "etcdserver", "main.go")); err != nil {
+		target, dir = etcdHelperPkg, ""
+	}
+	h := sha256.New()
+	io.WriteString(h, runtime.Version())
+	for _, f := range []string{"cmd/etcdserver/main.go", "../../go.mod", "../../go.sum"} {
+		if b, err := os.ReadFile(filepath.Join(srcDir, f)); err == nil {
+			h.Write(b)
+		}
+	}
+	out := filepath.Join(cache, "etcdserver-"+hex.EncodeToString(h.Sum(nil))[:16])
+	if st, err := os.Stat(out); err == nil && st.Mode()&0o111 != 0 && dir != "" {
+		return out, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	tmp := fmt.Sprintf("%s.tmp-%d", out, os.Getpid())
+	cmd := exec.CommandContext(ctx, goCmd, "build", "-o", tmp, target)
+	cmd.Dir = dir
+	if b, err := cmd.CombinedOutput(); err != nil {
+		os.Remove(tmp)
+		return "", fmt.Errorf("go build %s: %v: %s", target, err, bytes.TrimSpace(b))
+	}
+	if err := os.Rename(tmp, out); err != nil {
+		return "", err
+	}
+	removeOldHelpers(cache, out)
+	return out, nil
+}
+
+// removeOldHelpers deletes helper builds other than keep that have not been
+// rebuilt for a week, so that the cache does not grow with every go.sum.
+func removeOldHelpers(cache, keep string) {
+	old, _ := filepath.Glob(filepath.Join(cache, "etcdserver-*"))
+	for _, f := range old {
+		if st, err := os.Stat(f); err == nil && f != keep && time.Since(st.ModTime()) > 7*24*time.Hour {
+			os.Remove(f)
+		}
+	}
+}
+
+// etcdHealthy asks a member's /health endpoint, which answers true once the
+// member has a leader and serves requests.
+func etcdHealthy(ctx context.Context, addr string) error {
+	var h struct {
+		Health string `json:"health"`
+		Reason string `json:"reason"`
+	}
+	if err := etcdHTTP(ctx, http.MethodGet, addr, "/health", &h); err != nil {
+		return err
+	}
+	if h.Health != "true" {
+		return fmt.Errorf("etcd %s: health=%s %s", addr, h.Health, h.Reason)
+	}
+	return nil
+}
+
+// etcdStatus is the part of the maintenance Status reply this package
+// reads, through etcd's JSON gateway (uint64s are JSON strings there).
+type etcdStatus struct {
+	Header struct {
+		MemberID string `json:"member_id"`
+	} `json:"header"`
+	Leader string `json:"leader"`
+}
+
+func etcdHTTP(ctx context.Context, method, addr, path string, v any) error {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	var body io.Reader
+	if method == http.MethodPost {
+		body = strings.NewReader("{}")
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+addr+path, body)
+	if err != nil {
+		return err
+	}
+	tr := &http.Transport{DisableKeepAlives: true}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("etcd %s%s: HTTP %d: %q", addr, path, resp.StatusCode, b)
+	}
+	return nil
+}
+
+// Leader returns the member that currently leads, asking the running
+// members in turn; an error when none knows a leader.
+func (s *EtcdServer) Leader(ctx context.Context) (*EtcdMember, error) {
+	if len(s.Members) == 0 {
+		return nil, errors.New("testserver: etcd members not started by this package")
+	}
+	var last error = errors.New("no running member")
+	for _, m := range s.Members {
+		if !m.Proc.Running() {
+			continue
+		}
+		var st etcdStatus
+		if err := etcdHTTP(ctx, http.MethodPost, m.ClientAddr, "/v3/maintenance/status", &st); err != nil {
+			last = err
+			continue
+		}
+		if st.Leader == "" || st.Leader == "0" {
+			last = fmt.Errorf("member %s knows no leader", m.Name)
+			continue
+		}
+		if st.Leader == st.Header.MemberID {
+			return m, nil
+		}
+		last = fmt.Errorf("member %s follows %s, which no running member claims to be", m.Name, st.Leader)
+	}
+	return nil, fmt.Errorf("etcd leader: %w", last)
+}
+
+// WaitLeader polls until a running member other than not (which may be nil)
+// leads and reports itself healthy, or ctx ends.
+func (s *EtcdServer) WaitLeader(ctx context.Context, not *EtcdMember) (*EtcdMember, error) {
+	for {
+		l, err := s.Leader(ctx)
+		if err == nil && l != not {
+			if err = etcdHealthy(ctx, l.ClientAddr); err == nil {
+				return l, nil
+			}
+		}
+		if err == nil {
+			err = fmt.Errorf("leader is still %s", l.Name)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("waiting for an etcd leader: %w", err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// Member returns the member whose client address is addr, or nil.
+func (s *EtcdServer) Member(addr string) *EtcdMember {
+	for _, m := range s.Members {
+		if m.ClientAddr == trimScheme(addr) {
+			return m
+		}
+	}
+	return nil
+}
+
+// Kill kills the member with SIGKILL.
+func (m *EtcdMember) Kill() error { return m.Proc.Kill() }
+
+// Stop stops the member with SIGTERM (SIGKILL after 10s).
+func (m *EtcdMember) Stop() error { return m.Proc.Stop() }
+
+// Pause freezes the member with SIGSTOP.
+func (m *EtcdMember) Pause() error { return m.Proc.Pause() }
+
+// Resume continues a paused member.
+func (m *EtcdMember) Resume() error { return m.Proc.Resume() }
+
+// Restart starts the member again with its data directory and ports and
+// waits until it is healthy (which needs a quorum of members running).
+func (m *EtcdMember) Restart(ctx context.Context) error { return m.Proc.Restart(ctx) }
+
+// String returns the member's name and client address.
+func (m *EtcdMember) String() string { return m.Name + "@" + m.ClientAddr }

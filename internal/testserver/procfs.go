@@ -1,0 +1,113 @@
+package testserver
+
+// Process inspection through /proc for the fault hooks of the SQL and
+// MongoDB servers: waiting until a paused server has really stopped, and
+// reaching children that left the server's process group.
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// childPIDs returns the live direct children of pid, read from /proc.
+func childPIDs(pid int) []int {
+	if pid <= 0 {
+		return nil
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var kids []int
+	for _, e := range entries {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if state, ppid, ok := procStat(child); ok && ppid == pid && state != "Z" {
+			kids = append(kids, child)
+		}
+	}
+	return kids
+}
+
+// procStat returns the state and parent pid of a process from
+// /proc/PID/stat, whose command name may hold spaces and parentheses.
+func procStat(pid int) (state string, ppid int, ok bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return "", 0, false
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 2 {
+		return "", 0, false
+	}
+	ppid, err = strconv.Atoi(f[1])
+	return f[0], ppid, err == nil
+}
+
+func signalAll(pids []int, sig syscall.Signal) {
+	for _, pid := range pids {
+		_ = syscall.Kill(pid, sig)
+	}
+}
+
+// waitGone waits until none of pids is alive (zombies count as gone),
+// polling /proc for at most timeout.
+func waitGone(pids []int, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		var left []int
+		for _, pid := range pids {
+			if state, _, ok := procStat(pid); ok && state != "Z" && state != "X" {
+				left = append(left, pid)
+			}
+		}
+		if len(left) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("processes %v still alive %v after SIGKILL", left, timeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitStopped waits until every thread of every one of pids is stopped:
+// kill(2) returns before a running thread has taken SIGSTOP, and until it
+// has, the server can still answer.
+func waitStopped(pids []int, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		running := 0
+		for _, pid := range pids {
+			tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+			for _, task := range tasks {
+				tid, err := strconv.Atoi(task.Name())
+				if err != nil {
+					continue
+				}
+				b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(tid) + "/stat")
+				if err != nil {
+					continue // the thread exited
+				}
+				s := string(b)
+				if f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]); len(f) > 0 && f[0] != "T" && f[0] != "t" && f[0] != "Z" && f[0] != "X" {
+					running++
+				}
+			}
+		}
+		if running == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d threads of pids %v not stopped %v after SIGSTOP", running, pids, timeout)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -1,0 +1,331 @@
+package testserver
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// SQL dialects, named as GORM's dialectors name themselves.
+const (
+	DialectMySQL    = "mysql"
+	DialectPostgres = "postgres"
+	DialectSQLite   = "sqlite"
+)
+
+// sqlAdminTimeout bounds each CREATE DATABASE or DROP DATABASE.
+const sqlAdminTimeout = 15 * time.Second
+
+// SQLServer is a SQL database server, or for SQLite a directory of database
+// files. Tests get their own database on it with NewDatabase, so a package
+// can share one server across tests (see Shared and Lazy):
+//
+//	var servers testserver.Shared
+//	var mysqlServer = testserver.NewLazy(&servers, testserver.StartMySQL)
+//
+//	func TestX(t *testing.T) {
+//		db := mysqlServer.Get(t).NewDatabase(t)
+//		gdb, err := gorm.Open(mysql.Open(db.DSN), &gorm.Config{})
+//		...
+//	}
+//
+// Proc is nil when this package did not start the server (an environment
+// variable or a container named it, or it is SQLite); the fault hooks then
+// return an error.
+type SQLServer struct {
+	Dialect string   // DialectMySQL, DialectPostgres or DialectSQLite
+	Addr    string   // host:port of the server; "" for SQLite
+	Proc    *Process // the server process, nil if not ours
+	admin   sqlAdmin
+
+	// preStop, if set, runs before Stop and Restart signal the server.
+	preStop func(context.Context) error
+	// ownGroups is set when the server's children put themselves in
+	// process groups of their own; Pause, Resume and Kill then signal
+	// them one by one.
+	ownGroups bool
+}
+
+// SQLDatabase is one database of its own for a test on a SQLServer. It is
+// dropped (or, for SQLite, removed with the test's temp dir) when the test
+// that created it ends.
+type SQLDatabase struct {
+	Server  *SQLServer
+	Dialect string // as Server.Dialect
+	Name    string // the database name; for SQLite, the file name without ".db"
+
+	// DSN opens the database with GORM: mysql.Open(DSN) from
+	// gorm.io/driver/mysql (a go-sql-driver/mysql DSN with parseTime=true),
+	// postgres.Open(DSN) from gorm.io/driver/postgres (a postgres:// URL),
+	// or sqlite.Open(DSN) from github.com/glebarez/sqlite (the absolute
+	// file path). It contains the password.
+	DSN string
+
+	// URL names the database as golocker's URLs do:
+	// mysql://user:pass@127.0.0.1:PORT/NAME, postgres://user:pass@127.0.0.1:PORT/NAME?sslmode=disable
+	// or sqlite:///abs/path/NAME.db. It contains the password.
+	URL string
+}
+
+// sqlAdmin creates and drops databases on one server and says how to reach
+// them. Implementations must be safe for concurrent use.
+type sqlAdmin interface {
+	create(ctx context.Context, name string) error
+	drop(ctx context.Context, name string) error
+	conn(name string) (dsn, url string)
+}
+
+// MySQL returns a fresh database on a MySQL or MariaDB server started for
+// this test (or named by LOCKER_TEST_MYSQL_DSN). Use StartMySQL and
+// NewDatabase to share one server across tests.
+func MySQL(t TB) *SQLDatabase {
+	t.Helper()
+	s := StartMySQL(t)
+	if s == nil {
+		return nil
+	}
+	return s.NewDatabase(t)
+}
+
+// Postgres returns a fresh database on a PostgreSQL server started for this
+// test (or named by LOCKER_TEST_POSTGRES_DSN). Use StartPostgres and
+// NewDatabase to share one server across tests.
+func Postgres(t TB) *SQLDatabase {
+	t.Helper()
+	s := StartPostgres(t)
+	if s == nil {
+		return nil
+	}
+	return s.NewDatabase(t)
+}
+
+// SQLite returns a fresh SQLite database file in a temp dir of the test.
+// The file does not exist until the driver creates it.
+func SQLite(t TB) *SQLDatabase {
+	t.Helper()
+	return StartSQLite(t).NewDatabase(t)
+}
+
+// StartSQLite returns a SQLServer whose databases are files in a new temp
+// dir of t. It needs nothing installed: tests open the files with a
+// pure-Go driver.
+func StartSQLite(t TB) *SQLServer {
+	t.Helper()
+	return &SQLServer{Dialect: DialectSQLite, admin: sqliteAdmin{dir: t.TempDir()}}
+}
+
+// NewDatabase creates a database with a unique name on the server and
+// registers a cleanup that drops it when t ends. It is safe to call from
+// parallel tests.
+func (s *SQLServer) NewDatabase(t TB) *SQLDatabase {
+	t.Helper()
+	name := uniqueDBName(t)
+	ctx, cancel := context.WithTimeout(context.Background(), sqlAdminTimeout)
+	defer cancel()
+	if err := s.admin.create(ctx, name); err != nil {
+		t.Fatalf("testserver: %s: create database %s: %v", s.Dialect, name, err)
+		return nil
+	}
+	t.Cleanup(func() {
+		if s.Proc != nil && !s.Proc.Running() {
+			return // the test stopped the server; its temp dir goes anyway
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), sqlAdminTimeout)
+		defer cancel()
+		if err := s.admin.drop(ctx, name); err != nil {
+			t.Logf("testserver: %s: drop database %s: %v", s.Dialect, name, err)
+		}
+	})
+	dsn, u := s.admin.conn(name)
+	return &SQLDatabase{Server: s, Dialect: s.Dialect, Name: name, DSN: dsn, URL: u}
+}
+
+// Kill kills the server with SIGKILL, as a crash would.
+func (s *SQLServer) Kill() error {
+	return s.proc("kill", func(p *Process) error {
+		kids := s.children(p)
+		err := p.Kill()
+		signalAll(kids, syscall.SIGKILL)
+		return errors.Join(err, waitGone(kids, 10*time.Second))
+	})
+}
+
+// Stop stops the server with SIGTERM (SIGKILL after 10s). Open client
+// connections are closed by the server, PostgreSQL's included (its SIGTERM
+// alone would wait for them).
+func (s *SQLServer) Stop() error {
+	return s.proc("stop", func(p *Process) error {
+		s.beforeStop(p)
+		return p.Stop()
+	})
+}
+
+// Pause freezes the server with SIGSTOP and returns once it has stopped:
+// connections stay open and nothing answers.
+func (s *SQLServer) Pause() error {
+	return s.proc("pause", func(p *Process) error {
+		if err := p.Pause(); err != nil {
+			return err
+		}
+		kids := s.children(p)
+		signalAll(kids, syscall.SIGSTOP)
+		return waitStopped(append(kids, p.Pid()), 5*time.Second)
+	})
+}
+
+// Resume continues a paused server.
+func (s *SQLServer) Resume() error {
+	return s.proc("resume", func(p *Process) error {
+		signalAll(s.children(p), syscall.SIGCONT)
+		return p.Resume()
+	})
+}
+
+// Restart starts the server again on the same port and data directory, so
+// databases and rows survive, and waits until it accepts connections.
+func (s *SQLServer) Restart(ctx context.Context) error {
+	return s.proc("restart", func(p *Process) error {
+		s.beforeStop(p)
+		return p.Restart(ctx)
+	})
+}
+
+// preStopTimeout bounds preStop.
+const preStopTimeout = 3 * time.Second
+
+func (s *SQLServer) beforeStop(p *Process) {
+	if !p.Running() {
+		return
+	}
+	// A paused server's children would never see the shutdown.
+	signalAll(s.children(p), syscall.SIGCONT)
+	if s.preStop == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), preStopTimeout)
+	defer cancel()
+	// On failure Stop still works: the server gets SIGKILL after its grace.
+	_ = s.preStop(ctx)
+}
+
+// children returns the server's direct child processes when they leave its
+// process group (PostgreSQL's backends call setsid), so that signals to
+// the group miss them; nil otherwise.
+func (s *SQLServer) children(p *Process) []int {
+	// Once the server has exited its pid may belong to another process.
+	if !s.ownGroups || !p.Running() {
+		return nil
+	}
+	return childPIDs(p.Pid())
+}
+
+func (s *SQLServer) proc(op string, f func(*Process) error) error {
+	if s == nil || s.Proc == nil {
+		what := "<nil>"
+		if s != nil {
+			what = s.Dialect
+		}
+		return fmt.Errorf("testserver: cannot %s %s server: not started by this package", op, what)
+	}
+	return f(s.Proc)
+}
+
+// sqliteAdmin keeps each database as NAME.db in dir.
+type sqliteAdmin struct{ dir string }
+
+func (a sqliteAdmin) create(context.Context, string) error { return nil }
+
+func (a sqliteAdmin) drop(_ context.Context, name string) error {
+	// The temp dir is removed with the test; removing the files early
+	// would only race with a test's connections still closing.
+	return nil
+}
+
+func (a sqliteAdmin) conn(name string) (string, string) {
+	path := filepath.Join(a.dir, name+".db")
+	return path, "sqlite://" + filepath.ToSlash(path)
+}
+
+// uniqueDBName returns a database name valid unquoted on every dialect:
+// "lk_", up to 32 characters of the test name in [a-z0-9_], and 8 random
+// hex digits. It stays under PostgreSQL's 63-byte identifier limit.
+func uniqueDBName(t TB) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(t.Name()) {
+		if b.Len() >= 32 {
+			break
+		}
+		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') {
+			b.WriteRune(r)
+		} else if b.Len() > 0 && !strings.HasSuffix(b.String(), "_") {
+			b.WriteByte('_')
+		}
+	}
+	return "lk_" + strings.TrimSuffix(b.String(), "_") + "_" + randomHex(4)
+}
+
+// randomHex returns 2n random hex digits.
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // crypto/rand.Read never returns an error on Linux
+	return hex.EncodeToString(b)
+}
+
+// maxSocketPath is the longest unix socket path we let a server create:
+// sun_path holds 108 bytes on Linux, including the terminating NUL.
+const maxSocketPath = 100
+
+// socketDir returns dir if a socket named name fits in it, else a new short
+// directory under the system temp dir, removed when t ends. t.TempDir paths
+// carry the test name and can be too long.
+func socketDir(t TB, dir, name string) string {
+	t.Helper()
+	if len(filepath.Join(dir, name)) <= maxSocketPath {
+		return dir
+	}
+	short, err := os.MkdirTemp("", "lk")
+	if err != nil {
+		t.Fatalf("testserver: socket dir: %v", err)
+		return ""
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(short) })
+	return short
+}
+
+// runSetup runs a set-up command (mariadb-install-db, initdb) to completion
+// within timeout, as cred's user when cred is not nil, and returns its
+// combined output for error messages.
+func runSetup(timeout time.Duration, cred *syscall.Credential, dir, path string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, path, args...)
+	cmd.Dir = dir
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "TMPDIR=" + dir, "LANG=C.UTF-8"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: cred}
+	// Kill the whole group on timeout, and do not wait forever for output
+	// pipes held open by a grandchild.
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
+	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		err = fmt.Errorf("%s did not finish within %v: %w", filepath.Base(path), timeout, err)
+	}
+	return tail(string(out), 30), err
+}
+
+// tail returns the last n lines of s.
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

@@ -1,0 +1,69 @@
+// Package locker is a portable API for distributed locks.
+//
+// A Client wraps one driver (Redis, ZooKeeper, etcd, SQL, MongoDB, or the
+// in-process driver) chosen by URL or built in code; its handles (*Mutex)
+// implement Locker. Everything a lock needs beyond the store's atomic
+// operations lives here once, for every driver: reentrancy per handle, the
+// watchdog that renews leases, the lost-hold signal, release after a
+// cancelled acquisition, input validation and error wrapping.
+//
+//	c, err := locker.Open(ctx, os.Getenv("LOCKER_URL")) // e.g. "redis://127.0.0.1:6379/0"
+//	if err != nil { ... }
+//	defer c.Close()
+//	m := c.NewMutex("orders/42", locker.WithTTL(10*time.Second))
+//	err = locker.Do(ctx, m, func(ctx context.Context) error {
+//		// ctx is cancelled if the hold is lost; pass m.Token() to the
+//		// store you write to, so a stale owner's writes can be refused.
+//		return nil
+//	})
+//
+// # Ownership
+//
+// The owner of a hold is the handle, not a goroutine: Go has no goroutine
+// identity. Two goroutines that share one *Mutex share one ownership — the
+// second Lock re-enters and increments the hold count. Give each goroutine
+// that must exclude the others its own handle from NewMutex.
+//
+// # Leases and the watchdog
+//
+// Every hold has a lease (DefaultTTL unless WithTTL). While the owner lives,
+// one scheduler per Client renews every lease at TTL/3, retrying transient
+// failures. If the lease could run out before a renewal succeeds, the hold is
+// declared lost: Lost closes and Do's ctx is cancelled a safety margin
+// (TTL/10) before the lease's end as measured from the moment the request
+// was sent, so the owner hears of it before another owner can be granted
+// the lock. WithFixedLease turns renewal off.
+//
+// # URLs
+//
+// Open picks a driver by the URL's scheme; drivers register themselves when
+// their package is imported (see Register):
+//
+//	mem://[namespace]                  locallock, in-process
+//	redis://, rediss://, redis+sentinel://, redis+cluster://, redlock://
+//	etcd://h1:2379,h2:2379/prefix
+//	zk://h1:2181,h2:2181/prefix
+//	mysql://, postgres://, sqlite:///path
+//	mongodb://, mongodb+srv://
+package locker
+
+import (
+	"context"
+	"time"
+)
+
+// Locker is one named lock. *Mutex implements it.
+type Locker interface {
+	// Lock waits until the lock is held or ctx ends. A nil error means the
+	// lock is held.
+	Lock(ctx context.Context) error
+	// TryLock takes the lock if no other owner holds it, without waiting.
+	TryLock(ctx context.Context) (bool, error)
+	// LockTimeout waits at most wait for the lock: (false, nil) when the wait
+	// ran out, an error when ctx ended or the store failed.
+	LockTimeout(ctx context.Context, wait time.Duration) (bool, error)
+	// Unlock releases one level of the hold.
+	Unlock(ctx context.Context) error
+}
+
+var _ Locker = (*Mutex)(nil)

@@ -1,0 +1,279 @@
+package mongolock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/golocker/locker/backend"
+)
+
+// historyStore is ModeHistory. A lock's state is the last document of its
+// history, "f/<n>/<name>" for n = 1, 2, …: held by its owner until its
+// expires_at, or free (no owner). Changing owner — acquiring, releasing,
+// force-releasing — inserts document n+1, and the unique _id lets exactly
+// one of several writers win: no decision ever rests on an update that
+// another owner could race, which is what makes it correct on servers
+// whose updates are not atomic. The fence is n. An owner updates only its
+// own document (to renew), and then checks that no document n+1 exists.
+//
+// Every lookup is by exact _id, which FerretDB 1.x answers from its index;
+// a head document "h/<name>" remembers the last n seen (a hint: the
+// history is read forward from it).
+type historyStore struct{ d *Driver }
+
+type historyDoc struct {
+	ID        string    `bson:"_id"`
+	Name      string    `bson:"name"`
+	N         int64     `bson:"n"`
+	Owner     string    `bson:"owner,omitempty"`
+	ExpiresAt time.Time `bson:"expires_at,omitempty"`
+}
+
+// upsert creates the head document on its first update.
+var upsert = options.UpdateOne().SetUpsert(true)
+
+func headKey(name string) string           { return "h/" + name }
+func stateKey(name string, n int64) string { return "f/" + strconv.FormatInt(n, 10) + "/" + name }
+
+// held reports whether doc holds the lock at server time now.
+func (doc *historyDoc) held(now time.Time) bool {
+	return doc != nil && doc.Owner != "" && !doc.ExpiresAt.Before(now)
+}
+
+// find returns the document with _id id, or nil.
+func (s historyStore) find(ctx context.Context, id string) (*historyDoc, error) {
+	var doc historyDoc
+	err := s.d.coll.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&doc)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &doc, nil
+}
+
+// last returns the last document of name's history (nil if there is none),
+// its number (0 if none) and the head's hint it read forward from.
+func (s historyStore) last(ctx context.Context, name string) (*historyDoc, int64, int64, error) {
+	var head struct {
+		N int64 `bson:"n"`
+	}
+	err := s.d.coll.FindOne(ctx, bson.D{{Key: "_id", Value: headKey(name)}}).Decode(&head)
+	if err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
+		return nil, 0, 0, err
+	}
+	n := max(head.N, 1)
+	var last *historyDoc
+	for {
+		doc, err := s.find(ctx, stateKey(name, n))
+		if err != nil {
+			return nil, 0, 0, err
+		}
+		if doc == nil {
+			return last, n - 1, head.N, nil
+		}
+		last = doc
+		n++
+	}
+}
+
+// hintLag is how far the head's hint may fall behind the last document
+// before an append moves it: reads are cheaper than writes.
+const hintLag = 4
+
+// append inserts document n of name's history, after a read that started
+// from hint; it reports false when another writer inserted it first.
+func (s historyStore) append(ctx context.Context, doc historyDoc, hint int64) (bool, error) {
+	doc.ID = stateKey(doc.Name, doc.N)
+	_, err := s.d.coll.InsertOne(ctx, doc)
+	if mongo.IsDuplicateKeyError(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if doc.N-hint > hintLag {
+		// A racing writer may set the hint lower (updates are not atomic
+		// everywhere): reading forward from any earlier n still finds the
+		// last document.
+		upd := bson.D{{Key: "$max", Value: bson.D{{Key: "n", Value: doc.N}}}}
+		_, _ = s.d.coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: headKey(doc.Name)}}, upd, upsert)
+	}
+	return true, nil
+}
+
+func (s historyStore) acquire(ctx context.Context, r backend.Request) (*lease, time.Duration, error) {
+	for range 3 {
+		last, n, hint, err := s.last(ctx, r.Name)
+		if err != nil {
+			return nil, unknown, err
+		}
+		now := s.d.serverNow(ctx)
+		if last.held(now) {
+			return nil, last.ExpiresAt.Sub(now), backend.ErrHeld
+		}
+		start := time.Now()
+		ok, err := s.append(ctx, historyDoc{Name: r.Name, N: n + 1, Owner: r.Owner,
+			ExpiresAt: now.Add(time.Duration(leaseMs(r.TTL)) * time.Millisecond)}, hint)
+		if err != nil {
+			if !definite(err) {
+				s.claim(ctx, r, n+1)
+			}
+			return nil, unknown, err
+		}
+		if ok {
+			return s.d.newLease(r, n+1, start), unknown, nil
+		}
+		// Another writer changed the lock first: look again.
+	}
+	return nil, unknown, backend.ErrHeld
+}
+
+// claim settles an insert of document n whose outcome is unknown (it may
+// still be on its way to the server): it inserts a free document n itself.
+// If that wins, the lost insert can never land; if document n exists and
+// is the owner's, it appends a free document after it.
+func (s historyStore) claim(ctx context.Context, r backend.Request, n int64) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	ok, err := s.append(ctx, historyDoc{Name: r.Name, N: n}, n)
+	if ok || err != nil {
+		return
+	}
+	if doc, err := s.find(ctx, stateKey(r.Name, n)); err == nil && doc != nil && doc.Owner == r.Owner {
+		_, _ = s.append(ctx, historyDoc{Name: r.Name, N: n + 1}, n)
+	}
+}
+
+func (s historyStore) remaining(ctx context.Context, name string) (time.Duration, error) {
+	last, _, _, err := s.last(ctx, name)
+	if err != nil {
+		return 0, err
+	}
+	now := s.d.serverNow(ctx)
+	if !last.held(now) {
+		return 0, nil
+	}
+	return last.ExpiresAt.Sub(now), nil
+}
+
+// mine returns the lease's own document if it still holds the lock.
+func (s historyStore) mine(ctx context.Context, l *lease) error {
+	doc, err := s.find(ctx, stateKey(l.name, int64(l.token)))
+	if err != nil {
+		return err
+	}
+	if doc == nil || doc.Owner != l.owner || !doc.held(s.d.serverNow(ctx)) {
+		return backend.ErrLost
+	}
+	return nil
+}
+
+// renew updates the owner's own document — nobody else writes it — and
+// then checks that no later document took the lock. A renewal that
+// arrives after the lease ran out is refused by the first check; one
+// whose write lands just as another owner took over is reported lost by
+// the second, or by the next renewal.
+func (s historyStore) renew(ctx context.Context, l *lease, ttl time.Duration) error {
+	if err := s.mine(ctx, l); err != nil {
+		return err
+	}
+	expires := s.d.serverNow(ctx).Add(time.Duration(leaseMs(ttl)) * time.Millisecond)
+	res, err := s.d.coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: stateKey(l.name, int64(l.token))}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "expires_at", Value: expires}}}})
+	if err := matchedOrLost(res, err); err != nil {
+		return err
+	}
+	next, err := s.find(ctx, stateKey(l.name, int64(l.token)+1))
+	if err != nil {
+		return err
+	}
+	if next != nil {
+		return backend.ErrLost
+	}
+	return nil
+}
+
+// release appends a free document after the owner's: if another owner
+// appended first (the lease ran out and the lock was taken, or it was
+// forced off), the hold was lost.
+func (s historyStore) release(ctx context.Context, l *lease) error {
+	if err := s.mine(ctx, l); err != nil {
+		return err
+	}
+	ok, err := s.append(ctx, historyDoc{Name: l.name, N: int64(l.token) + 1}, int64(l.token))
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return backend.ErrLost
+	}
+	return nil
+}
+
+func (s historyStore) releaseAny(ctx context.Context, name, owner string) error {
+	last, n, hint, err := s.last(ctx, name)
+	if err != nil || last == nil || last.Owner != owner {
+		return err
+	}
+	_, err = s.append(ctx, historyDoc{Name: name, N: n + 1}, hint)
+	return err
+}
+
+func (s historyStore) forceRelease(ctx context.Context, name string) error {
+	for range 3 {
+		last, n, hint, err := s.last(ctx, name)
+		if err != nil {
+			return err
+		}
+		if !last.held(s.d.serverNow(ctx)) {
+			return fmt.Errorf("%w: nobody holds it", backend.ErrNotHeld)
+		}
+		ok, err := s.append(ctx, historyDoc{Name: name, N: n + 1}, hint)
+		if err != nil || ok {
+			return err
+		}
+	}
+	return fmt.Errorf("%w: the lock changed hands while it was being released", backend.ErrNotHeld)
+}
+
+// holds reads every history document (an admin operation: it scans the
+// collection) and keeps the last of each name.
+func (s historyStore) holds(ctx context.Context, prefix string) ([]backend.Hold, error) {
+	cur, err := s.d.coll.Find(ctx, bson.D{})
+	if err != nil {
+		return nil, err
+	}
+	var docs []historyDoc
+	if err := cur.All(ctx, &docs); err != nil {
+		return nil, err
+	}
+	last := make(map[string]historyDoc)
+	for _, doc := range docs {
+		if !strings.HasPrefix(doc.ID, "f/") || !strings.HasPrefix(doc.Name, prefix) {
+			continue
+		}
+		if prev, ok := last[doc.Name]; !ok || doc.N > prev.N {
+			last[doc.Name] = doc
+		}
+	}
+	now := s.d.serverNow(ctx)
+	var holds []backend.Hold
+	for _, doc := range last {
+		if doc.held(now) {
+			holds = append(holds, backend.Hold{Name: doc.Name, Owner: doc.Owner, Token: uint64(doc.N), Expires: s.d.localTime(doc.ExpiresAt)})
+		}
+	}
+	sort.Slice(holds, func(i, j int) bool { return holds[i].Name < holds[j].Name })
+	return holds, nil
+}

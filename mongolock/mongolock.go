@@ -1,0 +1,212 @@
+package mongolock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
+
+	"github.com/golocker/locker/backend"
+)
+
+// MaxNameLen is the longest lock name the driver stores, in bytes: every
+// name that package locker accepts (backend.MaxNameLen) fits in an _id.
+const MaxNameLen = backend.MaxNameLen
+
+const (
+	maxOwnerLen = 255
+	// cleanupTimeout bounds the release of a grant that may have happened
+	// while Acquire failed (its ctx ended after the request was sent).
+	cleanupTimeout = 2 * time.Second
+	// disconnectTimeout bounds Close's disconnection of a client it opened.
+	disconnectTimeout = 5 * time.Second
+)
+
+// Driver is a lock collection in MongoDB. It implements backend.Driver and
+// backend.Inspector and is safe for concurrent use.
+type Driver struct {
+	client   *mongo.Client
+	owned    bool
+	database string
+	collName string
+	caps     backend.Capabilities
+
+	// Set once by ready, read after it.
+	readySem chan struct{}
+	isReady  bool
+	coll     *mongo.Collection
+	store    store
+	modeSeen atomic.Value // ModeUpdate or ModeHistory, for Mode
+	majority bool
+
+	offset   atomic.Int64 // server clock minus local wall clock, ns
+	measured atomic.Int64 // when offset was measured, local Unix ns
+	wallNow  func() time.Time
+
+	closed    chan struct{}
+	closeOnce sync.Once
+	bg        sync.WaitGroup // background cleanups
+}
+
+var (
+	_ backend.Driver    = (*Driver)(nil)
+	_ backend.Inspector = (*Driver)(nil)
+)
+
+// New returns a Driver on client, a *mongo.Client the caller already has
+// and keeps: the Driver's Close does not disconnect it.
+func New(client *mongo.Client, opts ...Option) (*Driver, error) {
+	return newDriver(client, false, opts)
+}
+
+func newDriver(client *mongo.Client, owned bool, opts []Option) (*Driver, error) {
+	if client == nil {
+		return nil, fmt.Errorf("%w: nil *mongo.Client", errOption)
+	}
+	o := defaultConfig()
+	if err := o.apply(opts); err != nil {
+		return nil, err
+	}
+	return &Driver{
+		client:   client,
+		owned:    owned,
+		database: o.database,
+		collName: o.collection,
+		caps: backend.Capabilities{
+			Fencing:      true,
+			Expiry:       true,
+			Inspect:      true,
+			CrossProcess: true,
+		},
+		readySem: make(chan struct{}, 1),
+		wallNow:  time.Now,
+		closed:   make(chan struct{}),
+	}, nil
+}
+
+// Capabilities implements backend.Driver: Fencing, Expiry, Inspect and
+// CrossProcess. Waiters poll.
+func (d *Driver) Capabilities() backend.Capabilities { return d.caps }
+
+// Close ends the Driver's waits in flight with backend.ErrClosed and, if
+// the Driver connected the client itself (Open), disconnects it. Holds stay
+// in the collection until released or expired.
+func (d *Driver) Close() error {
+	var err error
+	d.closeOnce.Do(func() {
+		close(d.closed)
+		d.bg.Wait()
+		if d.owned {
+			ctx, cancel := context.WithTimeout(context.Background(), disconnectTimeout)
+			defer cancel()
+			err = d.client.Disconnect(ctx)
+		}
+	})
+	return err
+}
+
+// Mode reports how the Driver stores locks, once it has been used:
+// ModeUpdate (MongoDB 4.2+: atomic updates on the server's clock) or
+// ModeHistory (servers without update pipelines, such as FerretDB 1.x);
+// "" before first use.
+func (d *Driver) Mode() string {
+	m, _ := d.modeSeen.Load().(string)
+	return m
+}
+
+// ready checks that the Driver is open and, on first use, learns about the
+// deployment: a replica set or sharded cluster gets majority writes, and a
+// server without update pipelines gets the estimated clock.
+func (d *Driver) ready(ctx context.Context) error {
+	select {
+	case <-d.closed:
+		return backend.ErrClosed
+	default:
+	}
+	select {
+	case d.readySem <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-d.closed:
+		return backend.ErrClosed
+	}
+	defer func() { <-d.readySem }()
+	if d.isReady {
+		return nil
+	}
+	info, err := d.measureClock(ctx)
+	if err != nil {
+		return err
+	}
+	copts := options.Collection()
+	if info.SetName != "" || info.Msg == "isdbgrid" {
+		d.majority = true
+		copts.SetWriteConcern(writeconcern.Majority())
+	}
+	coll := d.client.Database(d.database).Collection(d.collName, copts)
+	// An update pipeline on a document that cannot exist (lock _ids are
+	// strings) writes nothing, and tells whether the server has them:
+	// FerretDB 1.x refuses it, and its findAndModify is not atomic.
+	probe := bson.A{bson.D{{Key: "$set", Value: bson.D{{Key: "probed_at", Value: "$$NOW"}}}}}
+	_, err = coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "golocker", Value: "probe"}}}}, probe)
+	var se mongo.ServerError
+	mode := ModeUpdate
+	d.coll = coll
+	switch {
+	case err == nil:
+		d.store = updateStore{d}
+	case errors.As(err, &se) && definite(err):
+		mode = ModeHistory
+		d.store = historyStore{d}
+	default:
+		return err
+	}
+	d.modeSeen.Store(mode)
+	d.isReady = true
+	return nil
+}
+
+// definite reports whether err is the server's own refusal of a request,
+// which then changed nothing. A network error, a timeout, a cancelled ctx
+// or a write concern error (the write may have been applied on the
+// primary) leave the outcome unknown.
+func definite(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
+		mongo.IsNetworkError(err) || mongo.IsTimeout(err) {
+		return false
+	}
+	var we mongo.WriteException
+	if errors.As(err, &we) {
+		return we.WriteConcernError == nil
+	}
+	var ce mongo.CommandError
+	if errors.As(err, &ce) {
+		return ce.Code != 0 && !ce.HasErrorLabel("RetryableWriteError")
+	}
+	var se mongo.ServerError
+	return errors.As(err, &se)
+}
+
+func (d *Driver) newLease(r backend.Request, fence int64, start time.Time) *lease {
+	return &lease{d: d, name: r.Name, owner: r.Owner, token: uint64(fence), start: start}
+}
+
+func checkRequest(r backend.Request) error {
+	if r.Name == "" || len(r.Name) > MaxNameLen {
+		return fmt.Errorf("%w: %d bytes (at most %d)", backend.ErrInvalidName, len(r.Name), MaxNameLen)
+	}
+	if r.Owner == "" || len(r.Owner) > maxOwnerLen {
+		return fmt.Errorf("mongolock: owner of %d bytes: want 1 to %d", len(r.Owner), maxOwnerLen)
+	}
+	if r.TTL <= 0 {
+		return backend.ErrInvalidTTL
+	}
+	return nil
+}

@@ -1,0 +1,97 @@
+package mongolock
+
+import (
+	"errors"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/golocker/locker/backend"
+)
+
+const secret = "s3cr%2Ft-pw"
+
+func TestParseURL(t *testing.T) {
+	good := []struct{ url, uri, db, coll string }{
+		{"mongodb://u:" + secret + "@h1:27017,h2:27017/app?replicaSet=rs0&collection=locks",
+			"mongodb://u:" + secret + "@h1:27017,h2:27017/app?replicaSet=rs0", "app", "locks"},
+		{"mongodb://h/", "mongodb://h/", DefaultDatabase, DefaultCollection},
+		{"mongodb://h", "mongodb://h", DefaultDatabase, DefaultCollection},
+		{"mongodb+srv://u:" + secret + "@cluster.example.com/app?authSource=admin&w=majority",
+			"mongodb+srv://u:" + secret + "@cluster.example.com/app?authSource=admin&w=majority", "app", DefaultCollection},
+		{"mongodb://h/app?tls=true&timeoutMS=5000", "mongodb://h/app?timeoutMS=5000&tls=true", "app", DefaultCollection},
+	}
+	for _, tc := range good {
+		u, err := url.Parse(tc.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		uri, opts, err := parseURL(u)
+		if err != nil {
+			t.Errorf("parseURL(%s): %v", tc.url, err)
+			continue
+		}
+		if uri != tc.uri {
+			t.Errorf("parseURL(%s): URI %s, want %s", tc.url, uri, tc.uri)
+		}
+		o := defaultConfig()
+		if err := o.apply(opts); err != nil || o.database != tc.db || o.collection != tc.coll {
+			t.Errorf("parseURL(%s): database %q collection %q (%v), want %q %q", tc.url, o.database, o.collection, err, tc.db, tc.coll)
+		}
+	}
+	bad := []string{
+		"mongodb://u:" + secret + "@h/app?colection=x",         // typo
+		"mongodb://u:" + secret + "@h/app?collection=a$b",      // bad collection
+		"mongodb://u:" + secret + "@h/app?collection=system.x", // reserved
+		"mongodb://u:" + secret + "@h/app?collection=a&collection=b",
+		"mongodb://u:" + secret + "@h/a.b",         // bad database
+		"mongodb://u:" + secret + "@h/app#frag",    // fragment
+		"mongodb://u:" + secret + "@h/app?table=x", // the SQL driver's
+		"mongodb:opaque", // not hierarchical
+		"mongodb:///app", // no host
+		"redis://h/app",  // scheme
+	}
+	for _, raw := range bad {
+		u, err := url.Parse(raw)
+		if err != nil {
+			t.Fatalf("url.Parse(%s): %v", raw, err)
+		}
+		_, _, err = parseURL(u)
+		if !errors.Is(err, backend.ErrBadURL) {
+			t.Errorf("parseURL(%s) = %v, want ErrBadURL", raw, err)
+			continue
+		}
+		for _, s := range []string{secret, "s3cr/t-pw"} {
+			if strings.Contains(err.Error(), s) {
+				t.Errorf("parseURL(%s): the error shows the password: %v", raw, err)
+			}
+		}
+	}
+}
+
+// FuzzParseURL: no URL makes the parser panic, look up DNS, or put the
+// password in an error.
+func FuzzParseURL(f *testing.F) {
+	for _, s := range []string{
+		"mongodb://u:pw@h1,h2:27018/db?replicaSet=rs&collection=c", "mongodb+srv://u:pw@c.example.com/db",
+		"mongodb://h/db?x=1", "mongodb://h/?collection=", "mongodb://u:pw@h/db?authMechanism=SCRAM-SHA-256",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		u, err := url.Parse(raw)
+		if err != nil {
+			return
+		}
+		_, _, err = parseURL(u)
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, backend.ErrBadURL) {
+			t.Fatalf("parseURL(%q) = %v, not ErrBadURL", raw, err)
+		}
+		if pw, ok := u.User.Password(); ok && len(pw) > 3 && strings.Contains(err.Error(), pw) {
+			t.Fatalf("parseURL(%q): the error shows the password: %v", raw, err)
+		}
+	})
+}

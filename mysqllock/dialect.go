@@ -1,0 +1,146 @@
+package mysqllock
+
+import (
+	"bufio"
+	"embed"
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// Dialects, named as GORM's dialectors name themselves.
+const (
+	DialectMySQL    = "mysql"    // MySQL 5.7+ and MariaDB 10.3+
+	DialectPostgres = "postgres" // PostgreSQL 11+
+	DialectSQLite   = "sqlite"   // SQLite 3.35+ (github.com/glebarez/sqlite)
+)
+
+//go:embed sql/*.sql
+var sqlFiles embed.FS
+
+// statements are one dialect's SQL, with the table name filled in.
+type statements struct {
+	create       string
+	acquire      string // PostgreSQL, SQLite: upsert RETURNING fence; MySQL: UPDATE of an existing row
+	insert       string // MySQL only: create the row held
+	remaining    string
+	renew        string
+	renewCheck   string // MySQL only
+	release      string
+	releaseAny   string
+	forceRelease string
+	holds        string
+}
+
+// loadStatements reads the embedded SQL of dialect and fills in the
+// quoted table name.
+func loadStatements(dialect, quotedTable string) (statements, error) {
+	b, err := sqlFiles.ReadFile("sql/" + dialect + ".sql")
+	if err != nil {
+		return statements{}, fmt.Errorf("mysqllock: no SQL for dialect %q", dialect)
+	}
+	named := parseNamed(string(b))
+	fill := func(name string) string {
+		s := named[name]
+		s = strings.ReplaceAll(s, "{now}", named["now"])
+		return strings.ReplaceAll(s, "{table}", quotedTable)
+	}
+	st := statements{
+		create:       fill("create"),
+		acquire:      fill("acquire"),
+		insert:       fill("insert"),
+		remaining:    fill("remaining"),
+		renew:        fill("renew"),
+		renewCheck:   fill("renew_check"),
+		release:      fill("release"),
+		releaseAny:   fill("release_any"),
+		forceRelease: fill("force_release"),
+		holds:        fill("holds"),
+	}
+	for name, s := range map[string]string{"create": st.create, "acquire": st.acquire, "remaining": st.remaining,
+		"renew": st.renew, "release": st.release, "release_any": st.releaseAny, "force_release": st.forceRelease, "holds": st.holds} {
+		if s == "" {
+			return statements{}, fmt.Errorf("mysqllock: dialect %q has no %q statement", dialect, name)
+		}
+	}
+	return st, nil
+}
+
+// parseNamed splits a SQL file into statements that each start after a
+// "-- name: NAME" line. Other lines starting with "--" are comments and
+// are dropped, so that no '?' in a comment is taken for a parameter.
+func parseNamed(src string) map[string]string {
+	out := make(map[string]string)
+	var name string
+	var body strings.Builder
+	flush := func() {
+		if name != "" {
+			out[name] = strings.TrimSuffix(strings.TrimSpace(body.String()), ";")
+		}
+		body.Reset()
+	}
+	sc := bufio.NewScanner(strings.NewReader(src))
+	for sc.Scan() {
+		line := sc.Text()
+		trimmed := strings.TrimSpace(line)
+		if n, ok := strings.CutPrefix(trimmed, "-- name:"); ok {
+			flush()
+			name = strings.TrimSpace(n)
+			continue
+		}
+		if strings.HasPrefix(trimmed, "--") || name == "" {
+			continue
+		}
+		body.WriteString(line)
+		body.WriteByte('\n')
+	}
+	flush()
+	return out
+}
+
+// identPart is one part of a table name: a plain SQL identifier, so that
+// it needs no escaping on any dialect and is never interpolated unchecked.
+var identPart = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
+
+// quoteTable validates a table name ("locks", or "schema.locks" on MySQL
+// and PostgreSQL) and returns it quoted for dialect.
+func quoteTable(dialect, table string) (string, error) {
+	parts := strings.Split(table, ".")
+	if len(parts) > 2 || (len(parts) == 2 && dialect == DialectSQLite) {
+		return "", fmt.Errorf("%w: table %q: want NAME or SCHEMA.NAME (SQLite: NAME)", errOption, table)
+	}
+	q := "`"
+	if dialect != DialectMySQL {
+		q = `"`
+	}
+	for i, p := range parts {
+		if !identPart.MatchString(p) {
+			return "", fmt.Errorf("%w: table %q: each part must match [A-Za-z_][A-Za-z0-9_]* and be at most 63 characters", errOption, table)
+		}
+		parts[i] = q + p + q
+	}
+	return strings.Join(parts, "."), nil
+}
+
+// DDL returns the CREATE TABLE statement that the driver runs on first use
+// (unless WithCreateTable(false)), for teams that manage their schemas
+// themselves. dialect is DialectMySQL, DialectPostgres or DialectSQLite;
+// table is validated as WithTable validates it.
+func DDL(dialect, table string) (string, error) {
+	q, err := quoteTable(dialect, table)
+	if err != nil {
+		return "", err
+	}
+	st, err := loadStatements(dialect, q)
+	if err != nil {
+		return "", err
+	}
+	return st.create + ";\n", nil
+}
+
+// likePrefix returns a LIKE pattern matching every string that starts with
+// prefix, with '!' as the escape character.
+func likePrefix(prefix string) string {
+	r := strings.NewReplacer("!", "!!", "%", "!%", "_", "!_")
+	return r.Replace(prefix) + "%"
+}

@@ -1,0 +1,121 @@
+// Package mysqllock is the SQL driver of package locker: locks in a table
+// of the database a team already runs — MySQL or MariaDB, PostgreSQL, or
+// SQLite — reached through GORM.
+//
+// Most code opens it by URL and uses package locker:
+//
+//	import _ "github.com/golocker/locker/mysqllock"
+//
+//	c, err := locker.Open(ctx, "postgres://app:secret@db.internal:5432/app?sslmode=require")
+//
+// or builds it from the *gorm.DB it already has, which Close leaves open:
+//
+//	d, err := mysqllock.New(gdb) // gorm.io/driver/mysql, gorm.io/driver/postgres or github.com/glebarez/sqlite
+//	c, err := locker.New(d)
+//
+// Package locker does reentrancy, renewal (the watchdog), the lost-hold
+// signal and error wrapping; this package does the SQL side only.
+//
+// # URLs
+//
+//	mysql://[user[:password]@]host[:3306]/database[?params]
+//	postgres://[user[:password]@]host[:5432][,host2[:5432]…]/[database][?params]   (also postgresql://)
+//	sqlite:///absolute/path/to/locks.db[?params]
+//
+// The SQLite path must be absolute (three slashes; sqlite://localhost/path
+// is the same): a relative path would name different files for processes
+// started in different directories, which would then not exclude each
+// other, so sqlite://relative/path and sqlite:file.db are errors. Missing
+// parent directories are created (mode 0755 less the umask); the file is
+// created by SQLite. Percent-encode spaces, '?' and '#' in the path.
+//
+// Query parameters, all optional; an unknown one is an error:
+//
+//	table=golocker_locks     the lock table (WithTable); SCHEMA.TABLE on MySQL and PostgreSQL
+//	create_table=true        create the table on first use (WithCreateTable)
+//	max_conns=16             connection pool size (SQLite: always 1 per process)
+//	notify=true              postgres: wake waiters with LISTEN/NOTIFY (WithNotify)
+//	busy_timeout=5s          sqlite: how long a statement waits for another process's write
+//
+// and the database driver's own, passed on: for mysql tls (true, false,
+// skip-verify, preferred), timeout, read_timeout, write_timeout,
+// allow_native_passwords, allow_cleartext_passwords; for postgres sslmode,
+// sslrootcert, sslcert, sslkey, sslpassword, sslsni, connect_timeout,
+// application_name, target_session_attrs. A password never appears in an
+// error. Unix sockets and other settings: open the *gorm.DB yourself and
+// use New.
+//
+// # Schema
+//
+// One row per lock name, never deleted, so that its fencing counter
+// survives releases:
+//
+//	name        VARBINARY(512) (MySQL; compared byte for byte, case and trailing
+//	            spaces included), VARCHAR(512) COLLATE "C" (PostgreSQL), TEXT (SQLite)
+//	owner       the holder's owner string, NULL when free
+//	fence       BIGINT: incremented by every grant, the fencing token
+//	expires_at  DATETIME(3) in UTC (MySQL), TIMESTAMPTZ (PostgreSQL),
+//	            Unix milliseconds (SQLite): the end of the lease on the database's clock
+//
+// The driver runs CREATE TABLE IF NOT EXISTS on first use unless the table
+// exists. Teams that manage their schemas create it with the statement DDL
+// returns and open with create_table=false; a table with a narrower name
+// column makes longer names fail with backend.ErrInvalidName. Names are at
+// most MaxNameLen (512) bytes, which every name package locker accepts
+// fits. The table name is validated as an identifier and quoted; names,
+// owners and leases are always bound parameters. The SQL of each
+// dialect is in sql/*.sql.
+//
+// # How a lock works
+//
+// Every time is the database's (UTC_TIMESTAMP(3), statement_timestamp(),
+// SQLite's 'now'): no client time is ever sent, so client clocks and
+// session time zones do not matter. Acquiring is one atomic statement: on
+// PostgreSQL and SQLite an INSERT … ON CONFLICT DO UPDATE … WHERE free OR
+// expired … RETURNING fence; on MySQL an UPDATE of the existing row
+// (LAST_INSERT_ID(fence + 1) returns the token in the same reply) and, for
+// a name without a row, an INSERT whose duplicate key error means another
+// owner created it first — it never reaches the caller nor, as an error,
+// the *gorm.DB's logger. Renewal and release are one owner-checked UPDATE
+// each; release sets owner to NULL and keeps the row and its fence.
+// Deadlocks, serialization failures, a busy SQLite file and sessions the
+// server killed are retried a few times. If an acquisition fails after its
+// statement may have run (a cancelled ctx, a broken connection), the
+// driver releases by owner at once and again shortly after, so that an
+// error never leaves a hold.
+//
+// SQLite: every connection uses WAL, busy_timeout and synchronous=FULL (a
+// fencing counter must not go back after a power loss), and a process
+// keeps one connection, so that its statements queue in Go rather than
+// poll the file lock. Processes on one machine exclude each other through
+// the file; a network file system is not supported.
+//
+// # Waiting and what it costs
+//
+// A waiting Lock tries, then reads the holder's remaining lease (a plain
+// SELECT by primary key, no row lock) and sleeps with exponential backoff
+// and jitter — from 2 ms up to 250 ms, never past the holder's lease — and
+// tries again when the lock looks free. A waiter thus costs about five
+// reads a second. On PostgreSQL, unless notify=false, a release also sends
+// NOTIFY (in the releasing statement) and each Driver keeps one extra
+// connection, outside the pool, that LISTENs from its first wait until
+// Close; its waiters sleep until a notification or at most one second
+// (also bounded by the holder's lease), so a waiter costs about one read a
+// second and is woken within milliseconds. Every release then reaches
+// every listening Driver on the database. Behind a pooler that cannot keep
+// a session's LISTEN (PgBouncer in transaction mode) use notify=false.
+// docs/drivers/sql.md has measured numbers.
+//
+// # Capabilities
+//
+//   - Fencing: the fence column, strictly increasing per name.
+//   - Expiry: a lease that is not renewed ends on the database's clock.
+//   - Inspect: Holds lists rows with an owner and a running lease;
+//     ForceRelease frees one.
+//   - CrossProcess.
+//   - Notify on PostgreSQL with the pgx driver, unless notify=false.
+//   - Not FIFO: whoever tries first after a release wins.
+//   - Not LostSignal: the database does not tell a holder that its row
+//     changed; the next renewal (at TTL/3) does.
+//   - Not SessionLease: leases are renewed by package locker.
+package mysqllock

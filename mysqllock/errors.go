@@ -1,0 +1,158 @@
+package mysqllock
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"strings"
+
+	gosqlite "github.com/glebarez/go-sqlite"
+	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/pgconn"
+	"gorm.io/gorm"
+)
+
+// Error codes the driver reacts to.
+const (
+	mysqlDupEntry      = 1062 // ER_DUP_ENTRY
+	mysqlDataTooLong   = 1406 // ER_DATA_TOO_LONG
+	mysqlLockWait      = 1205 // ER_LOCK_WAIT_TIMEOUT
+	mysqlDeadlock      = 1213 // ER_LOCK_DEADLOCK
+	mysqlNoSuchTable   = 1146 // ER_NO_SUCH_TABLE
+	mysqlQueryKilled   = 1317 // ER_QUERY_INTERRUPTED
+	mysqlConnKilled    = 1927 // ER_CONNECTION_KILLED (MariaDB)
+	mysqlServerGone    = 2006 // CR_SERVER_GONE_ERROR
+	sqliteBusy         = 5
+	sqliteLocked       = 6
+	sqliteConstraintPK = 1555 // SQLITE_CONSTRAINT_PRIMARYKEY
+	sqliteConstraintUQ = 2067 // SQLITE_CONSTRAINT_UNIQUE
+)
+
+// isDuplicate reports whether err is a duplicate key error, whether or not
+// the *gorm.DB translates errors (gorm.Config.TranslateError).
+func isDuplicate(err error) bool {
+	if errors.Is(err, gorm.ErrDuplicatedKey) {
+		return true
+	}
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		return me.Number == mysqlDupEntry
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code == "23505"
+	}
+	var se *gosqlite.Error
+	if errors.As(err, &se) {
+		return se.Code() == sqliteConstraintPK || se.Code() == sqliteConstraintUQ
+	}
+	return false
+}
+
+// isTooLong reports whether the database refused a value as too long for
+// its column: a table created by hand with a narrower name column.
+func isTooLong(err error) bool {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		return me.Number == mysqlDataTooLong
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code == "22001" // string_data_right_truncation
+	}
+	return false
+}
+
+// isMissingTable reports whether err says the lock table does not exist.
+func isMissingTable(err error) bool {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		return me.Number == mysqlNoSuchTable
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code == "42P01" // undefined_table
+	}
+	var se *gosqlite.Error
+	if errors.As(err, &se) {
+		return strings.Contains(se.Error(), "no such table")
+	}
+	return false
+}
+
+// retryable reports whether a statement that failed with err certainly
+// had no effect and may be sent again at once: a deadlock or serialization
+// failure (the database rolled the statement back), a lock wait that timed
+// out, a busy SQLite file, or a connection that the server had closed
+// before the statement ran (a killed session: the pool opens another).
+func retryable(err error) bool {
+	if errors.Is(err, driver.ErrBadConn) {
+		return true
+	}
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		switch me.Number {
+		case mysqlDeadlock, mysqlLockWait:
+			return true
+		}
+		return false
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch pe.Code {
+		case "40001", // serialization_failure
+			"40P01", // deadlock_detected
+			"55P03", // lock_not_available
+			"57P01", // admin_shutdown: pg_terminate_backend of an idle session
+			"57P02", // crash_shutdown
+			"57P03": // cannot_connect_now
+			return true
+		}
+		return false
+	}
+	var se *gosqlite.Error
+	if errors.As(err, &se) {
+		switch se.Code() & 0xff {
+		case sqliteBusy, sqliteLocked:
+			return true
+		}
+		return false
+	}
+	return pgconn.SafeToRetry(err)
+}
+
+// transient reports whether an idempotent statement (a read, a renewal)
+// that failed with err may be sent again: it is retryable, or the
+// connection failed without an answer from the database (a killed
+// session, a reset) and the pool will use another.
+func transient(err error) bool {
+	return retryable(err) || (!definite(err) && !ctxErr(err))
+}
+
+// definite reports whether err is the database's own answer to a
+// statement that it then rolled back, so that nothing can have been
+// granted. Anything else (a cancelled ctx, a broken connection, a
+// timeout) leaves the outcome unknown.
+func definite(err error) bool {
+	if ctxErr(err) {
+		return false
+	}
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		switch me.Number {
+		case mysqlQueryKilled, mysqlConnKilled, mysqlServerGone:
+			return false
+		}
+		return true
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return true
+	}
+	var se *gosqlite.Error
+	return errors.As(err, &se) || errors.Is(err, gorm.ErrDuplicatedKey)
+}
+
+func ctxErr(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}

@@ -1,0 +1,210 @@
+package mysqllock_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/golocker/locker"
+	"github.com/golocker/locker/mysqllock"
+)
+
+// killConnections ends, from another session, every other session on the
+// test's database: the pool's connections of the drivers under test, and
+// on PostgreSQL the LISTEN connection. It returns how many it ended.
+func killConnections(t *testing.T, admin *gorm.DB, dialect, database string) int {
+	t.Helper()
+	switch dialect {
+	case mysqllock.DialectMySQL:
+		var ids []int64
+		err := admin.Raw("SELECT ID FROM information_schema.PROCESSLIST WHERE DB = ? AND ID <> CONNECTION_ID()", database).Scan(&ids).Error
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range ids {
+			if err := admin.Exec(fmt.Sprintf("KILL %d", id)).Error; err != nil {
+				t.Logf("KILL %d: %v", id, err)
+			}
+		}
+		return len(ids)
+	default:
+		var n int
+		err := admin.Raw(`SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+			WHERE datname = current_database() AND pid <> pg_backend_pid()`).Scan(&n).Error
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+}
+
+// TestKilledConnections kills the connections of a holder's driver
+// (MariaDB's KILL, PostgreSQL's pg_terminate_backend) several times during
+// its hold: renewals reconnect, so the hold is neither broken nor leaked,
+// nobody else gets the lock meanwhile, and Unlock works.
+func TestKilledConnections(t *testing.T) {
+	for _, dialect := range []string{mysqllock.DialectMySQL, mysqllock.DialectPostgres} {
+		t.Run(dialect, func(t *testing.T) {
+			t.Parallel()
+			db := newDatabase(t, dialect)
+			admin, _ := openGORM(t, db, "")
+			if sqlDB, err := admin.DB(); err == nil {
+				sqlDB.SetMaxOpenConns(1)
+			}
+			ctx := testCtx(t, 2*time.Minute)
+			const ttl = time.Second
+			holder, err := locker.New(open(t, db.URL), locker.WithTTL(ttl))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer holder.Close()
+			other, err := locker.New(open(t, db.URL), locker.WithTTL(ttl))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer other.Close()
+
+			m := holder.NewMutex("killed")
+			if err := m.Lock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			// A waiter in another driver, so that on PostgreSQL a LISTEN
+			// connection exists and is killed too.
+			waited := make(chan error, 1)
+			go func() {
+				w := other.NewMutex("killed")
+				err := w.Lock(ctx)
+				if err == nil {
+					err = w.Unlock(ctx)
+				}
+				waited <- err
+			}()
+			probe := other.NewMutex("killed")
+			end := time.Now().Add(4 * ttl)
+			kills := 0
+			for time.Now().Before(end) {
+				kills += killConnections(t, admin, dialect, db.Name)
+				if ok, err := probe.TryLock(ctx); ok || err != nil {
+					t.Fatalf("TryLock by another client during the hold = %v, %v", ok, err)
+				}
+				select {
+				case <-m.Lost():
+					t.Fatal("the hold was lost after its connections were killed")
+				case <-time.After(ttl / 4):
+				}
+			}
+			t.Logf("killed %d sessions over %v", kills, 4*ttl)
+			if err := m.Unlock(ctx); err != nil {
+				t.Fatalf("Unlock after the kills: %v", err)
+			}
+			select {
+			case err := <-waited:
+				if err != nil {
+					t.Fatalf("the waiter: %v", err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("the waiter did not get the lock after Unlock")
+			}
+		})
+	}
+}
+
+// TestClockIndependence proves that no client time reaches the database:
+// every parameter of every statement the driver sends is a name, an owner
+// or a lease length (checked with a GORM callback over a full lock life),
+// so expiry is decided on the database's clock alone. Clients whose
+// sessions use time zones 26 hours apart then exclude each other and see
+// the same expiry.
+func TestClockIndependence(t *testing.T) {
+	for _, dialect := range dialects {
+		t.Run(dialect, func(t *testing.T) {
+			t.Parallel()
+			db := newDatabase(t, dialect)
+			ctx := testCtx(t, time.Minute)
+			// One session per client, each in its own time zone, 25
+			// hours apart (SQLite has no session time zone).
+			east, _ := openGORM(t, db, "")
+			west, _ := openGORM(t, db, "")
+			zones := map[string][2]string{
+				mysqllock.DialectMySQL:    {"SET time_zone = '+13:00'", "SET time_zone = '-12:00'"},
+				mysqllock.DialectPostgres: {"SET TIME ZONE 'Pacific/Kiritimati'", "SET TIME ZONE 'Etc/GMT+12'"},
+			}[dialect]
+			for i, g := range []*gorm.DB{east, west} {
+				sqlDB, _ := g.DB()
+				sqlDB.SetMaxOpenConns(1)
+				if zones[i] != "" {
+					if err := g.Exec(zones[i]).Error; err != nil {
+						t.Fatalf("%s: %v", zones[i], err)
+					}
+				}
+			}
+			var bad []string
+			check := func(tx *gorm.DB) {
+				for _, v := range tx.Statement.Vars {
+					switch v := v.(type) {
+					case string:
+					case int64:
+						if v > int64(time.Hour/time.Microsecond) {
+							bad = append(bad, fmt.Sprintf("%d in %s", v, tx.Statement.SQL.String()))
+						}
+					default:
+						bad = append(bad, fmt.Sprintf("%T %v in %s", v, v, tx.Statement.SQL.String()))
+					}
+				}
+			}
+			for _, g := range []*gorm.DB{east, west} {
+				if err := g.Callback().Raw().Before("gorm:raw").Register("test:vars", check); err != nil {
+					t.Fatal(err)
+				}
+				if err := g.Callback().Row().Before("gorm:row").Register("test:vars", check); err != nil {
+					t.Fatal(err)
+				}
+			}
+			de, err := mysqllock.New(east)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dw, err := mysqllock.New(west)
+			if err != nil {
+				t.Fatal(err)
+			}
+			const ttl = 600 * time.Millisecond
+			ce, _ := locker.New(de, locker.WithTTL(ttl))
+			defer ce.Close()
+			cw, _ := locker.New(dw, locker.WithTTL(ttl))
+			defer cw.Close()
+			a := ce.NewMutex("tz", locker.WithFixedLease())
+			if err := a.Lock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			locked := time.Now()
+			b := cw.NewMutex("tz")
+			if ok, err := b.TryLock(ctx); ok || err != nil {
+				t.Fatalf("TryLock from the other time zone = %v, %v; want false", ok, err)
+			}
+			holds, err := cw.Holds(ctx, "tz")
+			if err != nil || len(holds) != 1 {
+				t.Fatalf("Holds = %v, %v", holds, err)
+			}
+			if d := time.Until(holds[0].Expires); d <= 0 || d > ttl+time.Second {
+				t.Errorf("the other time zone sees the lease end in %v, want within (0, %v]", d, ttl)
+			}
+			if ok, err := b.LockTimeout(ctx, 10*time.Second); !ok || err != nil {
+				t.Fatalf("LockTimeout after the fixed lease = %v, %v", ok, err)
+			}
+			if got := time.Since(locked); got < ttl/2 || got > ttl+5*time.Second {
+				t.Errorf("the lease of %v ended for the other time zone after %v", ttl, got)
+			}
+			if err := b.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			_ = a.Unlock(context.Background())
+			if len(bad) > 0 {
+				t.Errorf("statements carried values that are not names, owners or lease lengths: %v", bad)
+			}
+		})
+	}
+}

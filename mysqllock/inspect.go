@@ -1,0 +1,79 @@
+package mysqllock
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"github.com/golocker/locker/backend"
+)
+
+// Holds implements backend.Inspector: the rows whose name starts with
+// prefix, with an owner and a lease that has not run out on the
+// database's clock. Expires is the local time at which the remaining lease
+// (as the database counts it) runs out.
+func (d *Driver) Holds(ctx context.Context, prefix string) ([]backend.Hold, error) {
+	if err := d.ready(ctx); err != nil {
+		return nil, err
+	}
+	args := []any{likePrefix(prefix)}
+	if d.dialect == DialectSQLite {
+		args = []any{int64(utf8.RuneCountInString(prefix)), prefix}
+	}
+	var holds []backend.Hold
+	err := d.retryIdempotent(ctx, func() error {
+		holds = holds[:0]
+		now := time.Now()
+		rows, err := d.db.WithContext(ctx).Raw(d.st.holds, args...).Rows()
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var h backend.Hold
+			var fence, us sql.NullInt64
+			if err := rows.Scan(&h.Name, &h.Owner, &fence, &us); err != nil {
+				return err
+			}
+			h.Token = uint64(fence.Int64)
+			h.Expires = now.Add(time.Duration(us.Int64) * time.Microsecond)
+			holds = append(holds, h)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, d.explain(err)
+	}
+	return holds, nil
+}
+
+// ForceRelease implements backend.Inspector: it frees name whoever holds
+// it (the fence stays), and returns ErrNotHeld if nobody does. On
+// PostgreSQL it notifies the waiters.
+func (d *Driver) ForceRelease(ctx context.Context, name string) error {
+	if err := checkRequest(backend.Request{Name: name, Owner: "-", TTL: 1}); err != nil {
+		return err
+	}
+	if err := d.ready(ctx); err != nil {
+		return err
+	}
+	args := []any{name}
+	if d.dialect == DialectPostgres {
+		args = append(args, d.channel)
+	}
+	var n int64
+	err := d.retry(ctx, func() error {
+		var err error
+		_, n, err = d.exec(ctx, d.db, d.st.forceRelease, args...)
+		return err
+	})
+	if err != nil {
+		return d.explain(err)
+	}
+	if n == 0 {
+		return fmt.Errorf("%w: nobody holds it", backend.ErrNotHeld)
+	}
+	return nil
+}

@@ -1,0 +1,360 @@
+package mysqllock
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5/stdlib"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+
+	"github.com/golocker/locker/backend"
+)
+
+// MaxNameLen is the longest lock name the driver stores, in bytes: the size
+// of the name column (VARBINARY(512) on MySQL, VARCHAR(512) on PostgreSQL,
+// whose 512 characters hold at least 512 bytes). It equals
+// backend.MaxNameLen, so every name package locker accepts fits. A table
+// created by hand with a narrower column makes longer names fail with
+// backend.ErrInvalidName.
+const MaxNameLen = 512
+
+// maxOwnerLen is the size of the owner column, in bytes.
+const maxOwnerLen = 255
+
+const (
+	// maxAttempts bounds how often one statement is sent again after a
+	// deadlock, a serialization failure, a busy SQLite file or a
+	// connection the server had closed.
+	maxAttempts = 5
+	// cleanupTimeout bounds the release of a grant that may have happened
+	// while Acquire failed (its ctx ended after the statement was sent).
+	cleanupTimeout = 2 * time.Second
+)
+
+// Driver is a lock table in a SQL database, reached through GORM. It
+// implements backend.Driver and backend.Inspector and is safe for
+// concurrent use.
+type Driver struct {
+	db        *gorm.DB // a new session on the user's or our own *gorm.DB
+	quietDB   *gorm.DB // db whose logger does not report expected duplicate keys
+	sqlDB     *sql.DB  // closed by Close when owned
+	owned     bool
+	dialect   string
+	table     string // as configured, unquoted
+	channel   string // PostgreSQL: the NOTIFY channel of the table
+	st        statements
+	create    bool
+	notifier  *notifier // nil unless Capabilities().Notify
+	caps      backend.Capabilities
+	tableSem  chan struct{} // guards tableOK while the table is created
+	tableOK   bool
+	closed    chan struct{}
+	closeOnce sync.Once
+	bg        sync.WaitGroup // background cleanups
+}
+
+var (
+	_ backend.Driver    = (*Driver)(nil)
+	_ backend.Inspector = (*Driver)(nil)
+)
+
+// New returns a Driver on db, a *gorm.DB the caller already has: MySQL or
+// MariaDB (gorm.io/driver/mysql), PostgreSQL (gorm.io/driver/postgres) or
+// SQLite (github.com/glebarez/sqlite). The Driver's Close does not close db.
+// db must not be inside a transaction: each lock operation is a statement
+// of its own that must commit at once.
+func New(db *gorm.DB, opts ...Option) (*Driver, error) {
+	return newDriver(db, false, opts)
+}
+
+func newDriver(db *gorm.DB, owned bool, opts []Option) (*Driver, error) {
+	if db == nil || db.Dialector == nil {
+		return nil, fmt.Errorf("%w: nil *gorm.DB", errOption)
+	}
+	o := defaultOptions()
+	if err := o.apply(opts); err != nil {
+		return nil, err
+	}
+	dialect := db.Dialector.Name()
+	switch dialect {
+	case DialectMySQL, DialectPostgres, DialectSQLite:
+	default:
+		return nil, fmt.Errorf("%w: unsupported GORM dialect %q (want mysql, postgres or sqlite)", errOption, dialect)
+	}
+	if _, inTx := db.Statement.ConnPool.(interface{ Commit() error }); inTx {
+		return nil, fmt.Errorf("%w: the *gorm.DB is inside a transaction; pass the database itself", errOption)
+	}
+	quoted, err := quoteTable(dialect, o.table)
+	if err != nil {
+		return nil, err
+	}
+	st, err := loadStatements(dialect, quoted)
+	if err != nil {
+		return nil, err
+	}
+	sqlDB, _ := db.DB() // nil for exotic ConnPools; only notify and Close use it
+	d := &Driver{
+		db:       db.Session(&gorm.Session{NewDB: true}),
+		sqlDB:    sqlDB,
+		owned:    owned,
+		dialect:  dialect,
+		table:    o.table,
+		channel:  notifyChannel(o.table),
+		st:       st,
+		create:   o.createTable,
+		tableSem: make(chan struct{}, 1),
+		closed:   make(chan struct{}),
+	}
+	d.quietDB = d.db.Session(&gorm.Session{Logger: quietExpected{d.db.Logger}})
+	if o.notifySet && o.notify && dialect != DialectPostgres {
+		return nil, fmt.Errorf("%w: notify applies to PostgreSQL only, not %s", errOption, dialect)
+	}
+	if dialect == DialectPostgres && o.notify {
+		pgx := sqlDB != nil
+		if pgx {
+			_, pgx = sqlDB.Driver().(*stdlib.Driver)
+		}
+		switch {
+		case pgx:
+			d.notifier = newNotifier(sqlDB, d.channel)
+		case o.notifySet:
+			return nil, fmt.Errorf("%w: notify needs the pgx driver (gorm.io/driver/postgres)", errOption)
+		}
+	}
+	d.caps = backend.Capabilities{
+		Fencing:      true,
+		Notify:       d.notifier != nil,
+		Expiry:       true,
+		Inspect:      true,
+		CrossProcess: true,
+	}
+	return d, nil
+}
+
+// Capabilities implements backend.Driver: Fencing, Expiry, Inspect,
+// CrossProcess, and Notify on PostgreSQL with LISTEN/NOTIFY.
+func (d *Driver) Capabilities() backend.Capabilities { return d.caps }
+
+// Dialect returns the database's dialect: DialectMySQL, DialectPostgres or
+// DialectSQLite.
+func (d *Driver) Dialect() string { return d.dialect }
+
+// Table returns the lock table's name, as configured.
+func (d *Driver) Table() string { return d.table }
+
+// Close ends the Driver's waits in flight with backend.ErrClosed, stops its
+// LISTEN connection, and closes the connection pool if the Driver opened
+// it (Open); a *gorm.DB given to New stays open. Holds stay in the table
+// until released or expired.
+func (d *Driver) Close() error {
+	var err error
+	d.closeOnce.Do(func() {
+		close(d.closed)
+		d.bg.Wait()
+		if d.notifier != nil {
+			d.notifier.close()
+		}
+		if d.owned && d.sqlDB != nil {
+			err = d.sqlDB.Close()
+		}
+	})
+	return err
+}
+
+func (d *Driver) isClosed() bool {
+	select {
+	case <-d.closed:
+		return true
+	default:
+		return false
+	}
+}
+
+// ready checks that the Driver is open and, on first use, creates the
+// table.
+func (d *Driver) ready(ctx context.Context) error {
+	if d.isClosed() {
+		return backend.ErrClosed
+	}
+	if !d.create {
+		return nil
+	}
+	select {
+	case d.tableSem <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-d.closed:
+		return backend.ErrClosed
+	}
+	defer func() { <-d.tableSem }()
+	if d.tableOK {
+		return nil
+	}
+	// Look first: a table that exists needs no CREATE, nor the privilege
+	// to run one. Concurrent CREATE TABLE IF NOT EXISTS can fail on
+	// PostgreSQL (a unique violation in its catalog): the table then
+	// exists, and the next look sees it. quietDB keeps these expected
+	// errors out of the application's GORM log.
+	probe := "SELECT 1 FROM " + d.quotedTable() + " WHERE 1 = 0"
+	var err error
+	for range 3 {
+		err = d.retryIdempotent(ctx, func() error { return d.quietDB.WithContext(ctx).Exec(probe).Error })
+		if err == nil || !isMissingTable(err) {
+			break
+		}
+		err = d.retry(ctx, func() error { return d.quietDB.WithContext(ctx).Exec(d.st.create).Error })
+		if err == nil || ctx.Err() != nil {
+			break
+		}
+		pause(ctx, 20*time.Millisecond)
+	}
+	if err != nil {
+		return fmt.Errorf("mysqllock: creating table %s: %w", d.table, err)
+	}
+	d.tableOK = true
+	return nil
+}
+
+// checkRequest validates what the database would otherwise refuse with an
+// error of its own.
+func checkRequest(r backend.Request) error {
+	if r.Name == "" || len(r.Name) > MaxNameLen || !utf8.ValidString(r.Name) {
+		return fmt.Errorf("%w: %d bytes (the table holds at most %d bytes of UTF-8)", backend.ErrInvalidName, len(r.Name), MaxNameLen)
+	}
+	for i := 0; i < len(r.Name); i++ {
+		if r.Name[i] == 0 {
+			return fmt.Errorf("%w: contains a NUL byte", backend.ErrInvalidName)
+		}
+	}
+	if r.Owner == "" || len(r.Owner) > maxOwnerLen {
+		return fmt.Errorf("mysqllock: owner of %d bytes: want 1 to %d", len(r.Owner), maxOwnerLen)
+	}
+	if r.TTL <= 0 {
+		return backend.ErrInvalidTTL
+	}
+	return nil
+}
+
+// leaseMicros is the lease passed to SQL: whole milliseconds, rounded up,
+// in microseconds.
+func leaseMicros(ttl time.Duration) int64 {
+	ms := (ttl + time.Millisecond - 1) / time.Millisecond
+	return int64(max(ms, 1)) * 1000
+}
+
+// exec runs a statement that changes rows and returns its result.
+func (d *Driver) exec(ctx context.Context, db *gorm.DB, q string, args ...any) (sql.Result, int64, error) {
+	res := gorm.WithResult()
+	tx := db.WithContext(ctx).Clauses(res).Exec(q, args...)
+	if tx.Error != nil {
+		return nil, 0, tx.Error
+	}
+	return res.Result, tx.RowsAffected, nil
+}
+
+// queryInt returns the first column of the only row of q, and whether there
+// was a row.
+func (d *Driver) queryInt(ctx context.Context, q string, args ...any) (int64, bool, error) {
+	rows, err := d.db.WithContext(ctx).Raw(q, args...).Rows()
+	if err != nil {
+		return 0, false, err
+	}
+	defer rows.Close()
+	var v sql.NullInt64
+	found := false
+	for rows.Next() {
+		if err := rows.Scan(&v); err != nil {
+			return 0, false, err
+		}
+		found = true
+	}
+	if err := rows.Err(); err != nil {
+		return 0, false, err
+	}
+	if err := rows.Close(); err != nil {
+		return 0, false, err
+	}
+	return v.Int64, found && v.Valid, nil
+}
+
+// retry runs f again, a bounded number of times, while it fails with an
+// error after which the database certainly did nothing (see retryable).
+func (d *Driver) retry(ctx context.Context, f func() error) error {
+	return d.retryIf(ctx, retryable, f)
+}
+
+// retryIdempotent is retry for statements that may run twice: reads and
+// renewals are also sent again after a connection failed (see transient).
+func (d *Driver) retryIdempotent(ctx context.Context, f func() error) error {
+	return d.retryIf(ctx, transient, f)
+}
+
+func (d *Driver) retryIf(ctx context.Context, again func(error) bool, f func() error) error {
+	wait := time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := f()
+		if err == nil || attempt == maxAttempts || !again(err) || ctx.Err() != nil {
+			return err
+		}
+		pause(ctx, wait/2+rand.N(wait/2+1))
+		wait *= 4
+	}
+}
+
+// pause sleeps for d or until ctx ends.
+func pause(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// notifyChannel is the PostgreSQL channel on which releases of table are
+// announced: the table's name, or a digest of it when it is longer than
+// an identifier may be.
+func notifyChannel(table string) string {
+	if len(table) <= 63 {
+		return table
+	}
+	sum := sha256.Sum256([]byte(table))
+	return "golocker_" + hex.EncodeToString(sum[:16])
+}
+
+// quietExpected is the *gorm.DB's own logger, minus the errors the driver
+// expects and handles: the duplicate key of the MySQL dialect when two
+// owners create the row of a new name at once, and the missing table or
+// catalog conflict of the first use. The statement is still logged, as a
+// success.
+type quietExpected struct{ logger.Interface }
+
+func (q quietExpected) LogMode(l logger.LogLevel) logger.Interface {
+	return quietExpected{q.Interface.LogMode(l)}
+}
+
+func (q quietExpected) Trace(ctx context.Context, begin time.Time, fc func() (string, int64), err error) {
+	if err != nil && (isDuplicate(err) || isMissingTable(err)) {
+		err = nil
+	}
+	q.Interface.Trace(ctx, begin, fc, err)
+}
+
+// explain adds a hint to an error caused by a missing table.
+func (d *Driver) explain(err error) error {
+	if isMissingTable(err) && !d.create {
+		return fmt.Errorf("mysqllock: table %s does not exist: create it (see DDL) or use create_table=true: %w", d.table, err)
+	}
+	return err
+}
+
+var errNoResult = errors.New("mysqllock: the statement's result is not available")

@@ -1,0 +1,176 @@
+package mysqllock
+
+import (
+	"errors"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/glebarez/sqlite"
+	gormmysql "gorm.io/driver/mysql"
+	"gorm.io/driver/postgres"
+
+	"github.com/golocker/locker/backend"
+)
+
+const secret = "s3cr%2Ft-pw"
+
+func TestParseURL(t *testing.T) {
+	good := []struct {
+		url, dialect, dsn string // dsn: a substring of the database driver's DSN
+	}{
+		{"mysql://u:" + secret + "@db.example:3307/app", DialectMySQL, "tcp(db.example:3307)/app"},
+		{"mysql://u@db.example/app", DialectMySQL, "tcp(db.example:3306)/app"},
+		{"mysql://u@[::1]/app?tls=skip-verify&timeout=5s", DialectMySQL, "tcp([::1]:3306)/app"},
+		{"mysql://u@h/app?table=my_locks&create_table=false&max_conns=4", DialectMySQL, "/app"},
+		{"mysql://u@h/app?table=otherdb.locks", DialectMySQL, "/app"},
+		{"MySQL://u@h/app", DialectMySQL, "/app"},
+		{"postgres://u:" + secret + "@h:5433/app?sslmode=disable", DialectPostgres, "postgres://u:s3cr%2Ft-pw@h:5433/app?sslmode=disable"},
+		{"postgresql://u@h1:5432,h2:5432/app?target_session_attrs=read-write", DialectPostgres, "h1:5432,h2:5432/app"},
+		{"postgres://u@h/app?notify=false&table=public.locks", DialectPostgres, "postgres://u@h/app"},
+		{"sqlite:///var/lib/app/locks.db", DialectSQLite, "file:/var/lib/app/locks.db?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)"},
+		{"sqlite://localhost/var/lib/app/locks.db?busy_timeout=250ms", DialectSQLite, "busy_timeout(250)"},
+		{"sqlite:///tmp/with%20space%3Fand%23hash.db", DialectSQLite, "file:/tmp/with%20space%3Fand%23hash.db?"},
+		{"sqlite:///C:/locks/app.db", DialectSQLite, "C:/locks/app.db"}, // file:/C:/… off Windows
+	}
+	for _, tc := range good {
+		u, err := url.Parse(tc.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tg, err := parseURL(u)
+		if err != nil {
+			t.Errorf("parseURL(%s): %v", tc.url, err)
+			continue
+		}
+		if tg.dialect != tc.dialect {
+			t.Errorf("parseURL(%s): dialect %q, want %q", tc.url, tg.dialect, tc.dialect)
+		}
+		var dsn string
+		switch d := tg.dialector.(type) {
+		case *gormmysql.Dialector:
+			dsn = d.DSN
+		case *postgres.Dialector:
+			dsn = d.DSN
+		case *sqlite.Dialector:
+			dsn = d.DSN
+		}
+		if !strings.Contains(dsn, tc.dsn) {
+			t.Errorf("parseURL(%s): DSN %q does not contain %q", tc.url, dsn, tc.dsn)
+		}
+	}
+
+	bad := []string{
+		"mysql://u:" + secret + "@h/",                     // no database
+		"mysql://u:" + secret + "@h/app?tabel=x",          // typo
+		"mysql://u:" + secret + "@h/app?table=x;drop",     // not an identifier
+		"mysql://u:" + secret + "@h/app?table=a.b.c",      // too many parts
+		"mysql://u:" + secret + "@h/app?notify=true",      // PostgreSQL only
+		"mysql://u:" + secret + "@h/app?tls=maybe",        // bad value
+		"mysql://u:" + secret + "@h/app?sslmode=disable",  // another driver's
+		"mysql://u:" + secret + "@h/app?table=a&table=b",  // twice
+		"mysql://u:" + secret + "@h/app#frag",             // fragment
+		"mysql:opaque",                                    // not hierarchical
+		"postgres://u:" + secret + "@h/app?tls=true",      // MySQL's
+		"postgres://u:" + secret + "@h/app?create_table=", // bad bool
+		"postgres://u:" + secret + "@h/app?max_conns=0",   // bad count
+		"postgres://u:" + secret + "@h/a/b",               // path
+		"postgres:///app",                                 // no host
+		"sqlite://relative/locks.db",                      // relative path
+		"sqlite:locks.db",                                 // relative path
+		"sqlite:///",                                      // no file
+		"sqlite:///dir/",                                  // a directory
+		"sqlite://u:" + secret + "@/x.db",                 // credentials
+		"sqlite:///x.db?table=main.locks",                 // schema on SQLite
+		"sqlite:///x.db?busy_timeout=soon",                // bad duration
+		"sqlite:///x.db?sslmode=disable",                  // unknown
+		"oracle://h/app",                                  // scheme
+	}
+	for _, raw := range bad {
+		u, err := url.Parse(raw)
+		if err != nil {
+			t.Fatalf("url.Parse(%s): %v", raw, err)
+		}
+		_, err = parseURL(u)
+		if !errors.Is(err, backend.ErrBadURL) {
+			t.Errorf("parseURL(%s) = %v, want ErrBadURL", raw, err)
+			continue
+		}
+		for _, s := range []string{secret, "s3cr/t-pw"} {
+			if strings.Contains(err.Error(), s) {
+				t.Errorf("parseURL(%s): the error shows the password: %v", raw, err)
+			}
+		}
+	}
+}
+
+func TestQuoteTable(t *testing.T) {
+	for _, tc := range []struct{ dialect, table, want string }{
+		{DialectMySQL, "locks", "`locks`"},
+		{DialectMySQL, "app.locks", "`app`.`locks`"},
+		{DialectPostgres, "Locks_2", `"Locks_2"`},
+		{DialectPostgres, "public.locks", `"public"."locks"`},
+		{DialectSQLite, "locks", `"locks"`},
+	} {
+		if got, err := quoteTable(tc.dialect, tc.table); err != nil || got != tc.want {
+			t.Errorf("quoteTable(%s, %s) = %s, %v; want %s", tc.dialect, tc.table, got, err, tc.want)
+		}
+	}
+	for _, table := range []string{"", "1x", "a-b", "a b", "a`b", `a"b`, "a;b", "a.", ".a", "a.b.c", strings.Repeat("x", 64), "ä"} {
+		if _, err := quoteTable(DialectPostgres, table); err == nil {
+			t.Errorf("quoteTable(%q) accepted it", table)
+		}
+	}
+	if _, err := quoteTable(DialectSQLite, "main.locks"); err == nil {
+		t.Error("quoteTable accepted a schema on SQLite")
+	}
+}
+
+func TestStatementsLoad(t *testing.T) {
+	for _, dialect := range []string{DialectMySQL, DialectPostgres, DialectSQLite} {
+		st, err := loadStatements(dialect, "T")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range []string{st.create, st.acquire, st.remaining, st.renew, st.release, st.releaseAny, st.forceRelease, st.holds} {
+			if strings.Contains(s, "--") || strings.Contains(s, "{") || !strings.Contains(s, "T") {
+				t.Errorf("%s: statement not filled in or with a comment left: %s", dialect, s)
+			}
+		}
+		if ddl, err := DDL(dialect, "locks"); err != nil || !strings.HasPrefix(ddl, "CREATE TABLE IF NOT EXISTS") {
+			t.Errorf("DDL(%s) = %q, %v", dialect, ddl, err)
+		}
+	}
+}
+
+// FuzzParseURL: no URL makes the parser panic or put the password in an
+// error, and every URL it accepts names a dialect.
+func FuzzParseURL(f *testing.F) {
+	for _, s := range []string{
+		"mysql://u:pw@h:3306/db?table=t", "postgres://u:pw@h1,h2/db?sslmode=require&notify=false",
+		"postgresql://u:pw@h/db", "sqlite:///tmp/x.db?busy_timeout=1s", "sqlite://h/x", "mysql://u:pw@h/db?x=%zz",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		u, err := url.Parse(raw)
+		if err != nil {
+			return
+		}
+		tg, err := parseURL(u)
+		if err != nil {
+			if !errors.Is(err, backend.ErrBadURL) {
+				t.Fatalf("parseURL(%q) = %v, not ErrBadURL", raw, err)
+			}
+			if pw, ok := u.User.Password(); ok && len(pw) > 3 && strings.Contains(err.Error(), pw) {
+				t.Fatalf("parseURL(%q): the error shows the password: %v", raw, err)
+			}
+			return
+		}
+		switch tg.dialect {
+		case DialectMySQL, DialectPostgres, DialectSQLite:
+		default:
+			t.Fatalf("parseURL(%q) accepted it with dialect %q", raw, tg.dialect)
+		}
+	})
+}

@@ -1,0 +1,139 @@
+package locker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/golocker/locker/backend"
+)
+
+// Opener opens a driver from a URL whose scheme it registered. The URL is
+// parsed; its query holds driver options, and an opener rejects options it
+// does not know (a typo must not be silently ignored).
+type Opener func(ctx context.Context, u *url.URL) (backend.Driver, error)
+
+// The driver registry is the one piece of global state: filled by drivers'
+// init functions, read by Open.
+var registry struct {
+	mu      sync.RWMutex
+	openers map[string]Opener
+}
+
+// Register makes a driver available to Open under scheme. Drivers call it
+// from init. It panics if open is nil or the scheme is registered twice:
+// both are programming errors.
+func Register(scheme string, open Opener) {
+	registry.mu.Lock()
+	defer registry.mu.Unlock()
+	if open == nil {
+		panic("locker: Register opener is nil")
+	}
+	if !validScheme(scheme) {
+		panic("locker: Register scheme must be a lower-case URL scheme ([a-z][a-z0-9+.-]*): " + strconv.Quote(scheme))
+	}
+	if _, dup := registry.openers[scheme]; dup {
+		panic("locker: Register called twice for scheme " + strconv.Quote(scheme))
+	}
+	if registry.openers == nil {
+		registry.openers = make(map[string]Opener)
+	}
+	registry.openers[scheme] = open
+}
+
+// Schemes returns the registered schemes, sorted.
+func Schemes() []string {
+	registry.mu.RLock()
+	defer registry.mu.RUnlock()
+	s := make([]string, 0, len(registry.openers))
+	for k := range registry.openers {
+		s = append(s, k)
+	}
+	slices.Sort(s)
+	return s
+}
+
+// Open returns a Client on the driver registered for rawURL's scheme. The
+// driver's package must be imported, usually for its side effect:
+//
+//	import _ "github.com/golocker/locker/redislock"
+//
+// Credentials in rawURL never appear in the error.
+func Open(ctx context.Context, rawURL string, opts ...Option) (*Client, error) {
+	if ctx == nil {
+		return nil, fmt.Errorf("locker: open: %w", ErrNilContext)
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		// url.Error repeats the URL, and its inner error can repeat part
+		// of a password that has an unescaped / ? or # (": invalid port
+		// \":s3cret\" after host"): give the detail only without userinfo.
+		detail := "malformed (percent-encode reserved characters such as @ : / ? # in the user name and password)"
+		var ue *url.Error
+		if errors.As(err, &ue) && !strings.Contains(rawURL, "@") {
+			detail = ue.Err.Error()
+		}
+		return nil, fmt.Errorf("locker: open %s: %w: %s", Redact(rawURL), ErrBadURL, detail)
+	}
+	if u.Scheme == "" {
+		return nil, fmt.Errorf("locker: open %s: %w: no scheme (want e.g. mem:// or redis://host:6379)", Redact(rawURL), ErrBadURL)
+	}
+	scheme := strings.ToLower(u.Scheme)
+	registry.mu.RLock()
+	open := registry.openers[scheme]
+	registry.mu.RUnlock()
+	if open == nil {
+		return nil, &unknownSchemeError{scheme: scheme}
+	}
+	d, err := open(ctx, u)
+	if err != nil {
+		return nil, &openError{url: Redact(rawURL), err: scrub(err, u)}
+	}
+	c, err := New(d, opts...)
+	if err != nil {
+		_ = d.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+type unknownSchemeError struct{ scheme string }
+
+func (e *unknownSchemeError) Error() string {
+	return "locker: unknown scheme " + strconv.Quote(e.scheme) + " (forgotten import?)"
+}
+
+func (e *unknownSchemeError) Unwrap() error { return ErrUnknownScheme }
+
+// validScheme reports whether s is a lower-case URL scheme (RFC 3986).
+func validScheme(s string) bool {
+	if s == "" || s[0] < 'a' || s[0] > 'z' {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '+' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// openError is an opener's error with the (redacted) URL. A driver's
+// message that starts with "locker: " (a wrapped sentinel) is not prefixed
+// twice.
+type openError struct {
+	url string
+	err error
+}
+
+func (e *openError) Error() string {
+	return "locker: open " + e.url + ": " + strings.TrimPrefix(e.err.Error(), "locker: ")
+}
+
+func (e *openError) Unwrap() error { return e.err }

@@ -1,0 +1,169 @@
+package redislock_test
+
+import (
+	"context"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/golocker/locker"
+	"github.com/golocker/locker/internal/testserver"
+	"github.com/golocker/locker/redislock"
+)
+
+// TestClusterSlotMigration moves the slot of a held lock to another master
+// (CLUSTER SETSLOT IMPORTING/MIGRATING, MIGRATE of its keys, SETSLOT NODE)
+// while the lock is renewed and another client keeps trying to take it.
+// The hold is kept consistently: renewals follow the slot (ASK, then
+// MOVED), nobody else gets the lock meanwhile, Unlock works on the new
+// node, a waiter is woken there, and the fencing counter moved with the
+// lock, so tokens keep growing.
+func TestClusterSlotMigration(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 2*time.Minute)
+	c := cluster.Get(t)
+	url := clusterURL(t)
+	const ttl = time.Second
+	a := openClient(t, url, locker.WithTTL(ttl))
+	name := "migrate/" + t.Name()
+	ma := a.NewMutex(name)
+	if err := ma.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tokA := ma.Token()
+
+	var unlocked atomic.Bool
+	p := &prober{m: openClient(t, url, locker.WithTTL(ttl)).NewMutex(name), believes: func() bool {
+		select {
+		case <-ma.Lost():
+			return false
+		default:
+			return !unlocked.Load()
+		}
+	}}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() { p.run(ctx, stop) })
+	defer func() {
+		select {
+		case <-stop:
+		default:
+			close(stop)
+		}
+		wg.Wait()
+	}()
+	// A waiter in a third client, subscribed on whichever node its pub/sub
+	// connection reached.
+	waiter := openClient(t, url, locker.WithTTL(ttl)).NewMutex(name)
+	waited := make(chan error, 1)
+	go func() {
+		err := waiter.Lock(ctx)
+		if err == nil {
+			err = waiter.Unlock(ctx)
+		}
+		waited <- err
+	}()
+
+	key := a.Driver().(*redislock.Driver).Key(name)
+	from, to := migrateSlot(t, ctx, c, key)
+	t.Logf("moved slot %d (%s) from %s to %s", testserver.KeySlot(key), key, from.Addr, to.Addr)
+
+	// Several leases after the move, the hold is still there.
+	end := time.Now().Add(3 * ttl)
+	for time.Now().Before(end) {
+		select {
+		case <-ma.Lost():
+			t.Fatal("the hold was reported lost after its slot moved")
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	unlocked.Store(true)
+	if err := ma.Unlock(ctx); err != nil {
+		t.Fatalf("Unlock after the slot moved: %v", err)
+	}
+	select {
+	case err := <-waited:
+		if err != nil {
+			t.Errorf("waiter: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the waiter did not get the lock after the Unlock")
+	}
+	eventually(t, 30*time.Second, "the prober gets the lock", func() bool { return p.grants.Load() > 0 })
+	close(stop)
+	wg.Wait()
+	if v := p.violations.Load(); v != 0 {
+		t.Errorf("the prober got the lock %d times while the owner held it", v)
+	}
+	if tok := p.token.Load(); tok <= tokA {
+		t.Errorf("token after the move %d, not above %d before it: the fence counter did not move with the lock", tok, tokA)
+	}
+}
+
+// migrateSlot moves the slot of key, with its keys, from its master to
+// another one, and returns both.
+func migrateSlot(t *testing.T, ctx context.Context, c *testserver.RedisClusterServer, key string) (from, to *testserver.RedisServer) {
+	t.Helper()
+	slot := strconv.Itoa(testserver.KeySlot(key))
+	from, err := c.KeyOwner(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range c.Nodes {
+		if n.Addr != from.Addr {
+			to = n
+			break
+		}
+	}
+	id := func(n *testserver.RedisServer) string {
+		r, err := n.Do(ctx, "CLUSTER", "MYID")
+		if err != nil {
+			t.Fatalf("CLUSTER MYID: %v", err)
+		}
+		return r.(string)
+	}
+	fromID, toID := id(from), id(to)
+	must := func(n *testserver.RedisServer, args ...string) any {
+		t.Helper()
+		r, err := n.Do(ctx, args...)
+		if err != nil {
+			t.Fatalf("%s %v: %v", n.Addr, args, err)
+		}
+		return r
+	}
+	must(to, "CLUSTER", "SETSLOT", slot, "IMPORTING", fromID)
+	must(from, "CLUSTER", "SETSLOT", slot, "MIGRATING", toID)
+	host, port, _ := net.SplitHostPort(to.Addr)
+	for {
+		keys := must(from, "CLUSTER", "GETKEYSINSLOT", slot, "100").([]any)
+		if len(keys) == 0 {
+			break
+		}
+		args := []string{"MIGRATE", host, port, "", "0", "5000", "KEYS"}
+		for _, k := range keys {
+			args = append(args, k.(string))
+		}
+		must(from, args...)
+	}
+	for _, n := range []*testserver.RedisServer{to, from} {
+		must(n, "CLUSTER", "SETSLOT", slot, "NODE", toID)
+	}
+	for _, n := range c.Nodes {
+		if n != to && n != from {
+			must(n, "CLUSTER", "SETSLOT", slot, "NODE", toID)
+		}
+	}
+	eventually(t, 30*time.Second, "every node agrees on the slot's new owner", func() bool {
+		for _, n := range c.Nodes {
+			owner, err := (&testserver.RedisClusterServer{Nodes: []*testserver.RedisServer{n}}).SlotOwner(ctx, testserver.KeySlot(key))
+			if err != nil || owner.Addr != to.Addr {
+				return false
+			}
+		}
+		return true
+	})
+	return from, to
+}

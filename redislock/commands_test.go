@@ -1,0 +1,310 @@
+package redislock_test
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/golocker/locker"
+	"github.com/golocker/locker/backend"
+	"github.com/golocker/locker/internal/testserver"
+)
+
+// scriptCommands are the commands the Lua scripts run: INFO commandstats
+// counts them too, but they are part of one EVALSHA, not round trips.
+var scriptCommands = map[string]bool{
+	"exists": true, "pttl": true, "incr": true, "hset": true, "pexpire": true,
+	"hget": true, "hmget": true, "del": true, "publish": true, "info": true,
+}
+
+// commandCalls returns the calls of each command the clients sent to srv
+// (INFO commandstats), without the commands run inside scripts.
+func commandCalls(t *testing.T, ctx context.Context, srv *testserver.RedisServer) map[string]int64 {
+	t.Helper()
+	r, err := srv.Do(ctx, "INFO", "commandstats")
+	if err != nil {
+		t.Fatalf("INFO commandstats: %v", err)
+	}
+	out := map[string]int64{}
+	for _, line := range strings.Split(r.(string), "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		name, isCmd := strings.CutPrefix(name, "cmdstat_")
+		if !ok || !isCmd || scriptCommands[name] {
+			continue
+		}
+		for _, f := range strings.Split(rest, ",") {
+			if v, ok := strings.CutPrefix(f, "calls="); ok {
+				out[name], _ = strconv.ParseInt(v, 10, 64)
+			}
+		}
+	}
+	return out
+}
+
+func diffCalls(before, after map[string]int64) (total int64, per map[string]int64) {
+	per = map[string]int64{}
+	for k, v := range after {
+		if d := v - before[k]; d != 0 {
+			per[k] = d
+			total += d
+		}
+	}
+	return total, per
+}
+
+func formatCalls(per map[string]int64) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(per)) {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, per[k]))
+	}
+	return strings.Join(parts, " ")
+}
+
+// open returns a Client on url, closed when the test ends.
+func openClient(t *testing.T, url string, opts ...locker.Option) *locker.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := locker.Open(ctx, url, opts...)
+	if err != nil {
+		t.Fatalf("locker.Open(%s): %v", url, err)
+	}
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return c
+}
+
+// TestCommandsPerAcquisition counts the commands that 8 handles of one
+// process send to take one lock 500 times between them: the local queue
+// lets only its head try, and a release wakes only that head, so an
+// acquisition costs a handful of commands (a try, the release, now and then
+// a try that finds the lock taken or a SUBSCRIBE), however many handles
+// wait.
+func TestCommandsPerAcquisition(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 2*time.Minute)
+	srv := testserver.Redis(t) // its own server: the counts are server-wide
+	c := openClient(t, "redis://"+srv.Addr, locker.WithTTL(10*time.Second))
+	const handles, total = 8, 500
+	name := "commands"
+	warm := c.NewMutex(name) // loads the scripts and opens a connection
+	if err := warm.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := warm.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	before := commandCalls(t, ctx, srv)
+	var done atomic.Int64
+	var inside atomic.Int32
+	var wg sync.WaitGroup
+	for range handles {
+		m := c.NewMutex(name)
+		wg.Go(func() {
+			for done.Add(1) <= total {
+				if err := m.Lock(ctx); err != nil {
+					t.Errorf("Lock: %v", err)
+					return
+				}
+				if inside.Add(1) != 1 {
+					t.Error("two handles inside at once")
+				}
+				inside.Add(-1)
+				if err := m.Unlock(ctx); err != nil {
+					t.Errorf("Unlock: %v", err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	sum, per := diffCalls(before, commandCalls(t, ctx, srv))
+	perAcq := float64(sum) / total
+	t.Logf("%d acquisitions by %d handles: %d commands, %.2f per acquisition (release included): %s",
+		total, handles, sum, perAcq, formatCalls(per))
+	if perAcq > 5 {
+		t.Errorf("%.2f commands per acquisition, want at most 5", perAcq)
+	}
+}
+
+// TestOneReleaseWakesOneLocalWaiter: 16 handles of one process wait for a
+// lock; its release makes at most 2 acquire attempts (the woken head's,
+// and a retry at most), not 16.
+func TestOneReleaseWakesOneLocalWaiter(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 2*time.Minute)
+	srv := testserver.Redis(t)
+	url := "redis://" + srv.Addr
+	holderC := openClient(t, url, locker.WithTTL(60*time.Second))
+	waitC := openClient(t, url, locker.WithTTL(60*time.Second))
+	q := waitC.Driver().(backend.QueueInspector)
+	name := "herd"
+	// Load the scripts, so that no NOSCRIPT fallback blurs the counts.
+	warm := holderC.NewMutex("warm")
+	if err := warm.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := warm.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	holder := holderC.NewMutex(name)
+	if err := holder.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	const n = 16
+	granted := make(chan *locker.Mutex, n)
+	proceed := make(chan struct{})
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer func() {
+		select {
+		case <-proceed:
+		default:
+			close(proceed)
+		}
+	}()
+	for range n {
+		m := waitC.NewMutex(name)
+		wg.Go(func() {
+			if err := m.Lock(ctx); err != nil {
+				t.Errorf("waiter: %v", err)
+				return
+			}
+			granted <- m
+			<-proceed
+			if err := m.Unlock(ctx); err != nil {
+				t.Errorf("waiter Unlock: %v", err)
+			}
+		})
+	}
+	eventually(t, 30*time.Second, "16 waiters queued", func() bool {
+		k, err := q.Waiters(ctx, name)
+		return err == nil && k == n
+	})
+	// The head subscribed and tried once more; it now waits for the
+	// release (or, after a second, for its own retry): wait until the
+	// EVALSHA count stands still.
+	evalsha := func() int64 { return commandCalls(t, ctx, srv)["evalsha"] }
+	last := evalsha()
+	eventually(t, 30*time.Second, "the waiters' tries to settle", func() bool {
+		time.Sleep(100 * time.Millisecond)
+		now := evalsha()
+		settled := now == last
+		last = now
+		return settled
+	})
+
+	before := commandCalls(t, ctx, srv)
+	if err := holder.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var first *locker.Mutex
+	select {
+	case first = <-granted:
+	case <-ctx.Done():
+		t.Fatal("no waiter got the lock")
+	}
+	// Any herd would try at the same moment as the winner; 200ms is well
+	// within the next head's own wait (1s).
+	time.Sleep(200 * time.Millisecond)
+	_, per := diffCalls(before, commandCalls(t, ctx, srv))
+	attempts := per["evalsha"] + per["eval"] - 1 // minus the holder's release
+	t.Logf("one release among %d local waiters: %d acquire attempts (%s)", n, attempts, formatCalls(per))
+	if attempts > 2 {
+		t.Errorf("%d acquire attempts after one release, want at most 2", attempts)
+	}
+	if k, _ := q.Waiters(ctx, name); k != n-1 {
+		t.Errorf("Waiters = %d after one grant, want %d", k, n-1)
+	}
+	if first.HoldCount() != 1 {
+		t.Errorf("the granted waiter's HoldCount = %d", first.HoldCount())
+	}
+	close(proceed)
+	for range n - 1 {
+		select {
+		case <-granted:
+		case <-ctx.Done():
+			t.Fatal("the other waiters did not all get the lock")
+		}
+	}
+}
+
+// TestSubscriptionsAreBounded: with max_subscriptions=2, waiters on 10
+// names all get their locks (beyond the bound they poll), the driver never
+// subscribes to more than 2 channels, and it drops them all when nobody
+// waits any more.
+func TestSubscriptionsAreBounded(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, 2*time.Minute)
+	srv := testserver.Redis(t)
+	url := "redis://" + srv.Addr
+	holderC := openClient(t, url, locker.WithTTL(60*time.Second))
+	waitC := openClient(t, url+"?max_subscriptions=2", locker.WithTTL(60*time.Second))
+	q := waitC.Driver().(backend.QueueInspector)
+	channels := func() int {
+		r, err := srv.Do(ctx, "PUBSUB", "CHANNELS", "golocker:*")
+		if err != nil {
+			t.Fatalf("PUBSUB CHANNELS: %v", err)
+		}
+		return len(r.([]any))
+	}
+
+	const n = 10
+	var holders []*locker.Mutex
+	for i := range n {
+		m := holderC.NewMutex(fmt.Sprintf("bounded/%d", i))
+		if err := m.Lock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		holders = append(holders, m)
+	}
+	got := make(chan error, n)
+	for i := range n {
+		m := waitC.NewMutex(fmt.Sprintf("bounded/%d", i))
+		go func() {
+			err := m.Lock(ctx)
+			if err == nil {
+				err = m.Unlock(ctx)
+			}
+			got <- err
+		}()
+	}
+	for i := range n {
+		eventually(t, 30*time.Second, fmt.Sprintf("waiter %d queued", i), func() bool {
+			k, err := q.Waiters(ctx, fmt.Sprintf("bounded/%d", i))
+			return err == nil && k == 1
+		})
+	}
+	eventually(t, 30*time.Second, "2 channels subscribed", func() bool { return channels() == 2 })
+	for _, m := range holders {
+		if k := channels(); k > 2 {
+			t.Errorf("%d channels subscribed, the bound is 2", k)
+		}
+		if err := m.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range n {
+		select {
+		case err := <-got:
+			if err != nil {
+				t.Errorf("waiter: %v", err)
+			}
+		case <-ctx.Done():
+			t.Fatal("not every waiter got its lock")
+		}
+	}
+	eventually(t, 30*time.Second, "every channel unsubscribed", func() bool { return channels() == 0 })
+}

@@ -1,0 +1,152 @@
+// Package redislock is the Redis driver of package locker: standalone
+// Redis, Redis Sentinel, Redis Cluster (all through a go-redis
+// UniversalClient), and RedLock over several independent Redis instances.
+//
+// Most code opens it by URL and uses package locker:
+//
+//	import _ "github.com/golocker/locker/redislock"
+//
+//	c, err := locker.Open(ctx, "redis://:secret@10.0.0.5:6379/0")
+//
+// or builds it from a go-redis client it already has:
+//
+//	d, err := redislock.New(rdb) // rdb: *redis.Client or *redis.ClusterClient
+//	c, err := locker.New(d)
+//
+// Package locker does reentrancy, renewal (the watchdog), the lost-hold
+// signal and error wrapping; this package does the Redis side only.
+//
+// # URLs
+//
+//	redis://[user:password@]host[:6379][/db]
+//	rediss://[user:password@]host[:6379][/db]                      TLS
+//	redis+sentinel://[user:password@]h1[:26379],h2[:26379]/master[/db]
+//	redis+cluster://[user:password@]h1[:6379],h2[:6379]
+//	redlock://[user:password@]h1[:6379],h2[:6379],h3[:6379][/db]   at least 3 instances
+//
+// The user and password are those of the data servers (for RedLock, of
+// every instance). With several hosts, the last one needs its port (a
+// limit of net/url). Query parameters, all optional; an unknown one is an
+// error:
+//
+//	key_prefix=golocker:       prefix of every key (WithKeyPrefix)
+//	dial_timeout=5s, read_timeout=3s, write_timeout=3s, pool_size=N   go-redis settings
+//	max_subscriptions=10000    not redlock (WithMaxSubscriptions)
+//	wait_replicas=N            not redlock (WithWaitReplicas)
+//	wait_timeout=50ms          with wait_replicas
+//	sentinel_username=, sentinel_password=    redis+sentinel: the sentinels' own credentials
+//	tls_server_name=, tls_insecure_skip_verify=false, tls_ca_file=,
+//	tls_cert_file=, tls_key_file=             rediss
+//	instance_timeout=          redlock (WithInstanceTimeout)
+//
+// Clients opened from a URL have ContextTimeoutEnabled, so a ctx deadline
+// bounds every call, and are closed by the driver's Close. A password never
+// appears in an error.
+//
+// # Keys
+//
+// The lock "orders/42" is the hash golocker:{orders/42} = {owner, token},
+// which expires with the lease; its fencing counter is
+// golocker:{orders/42}:fence, and a release publishes to the channel
+// golocker:{orders/42}:released. The name is the keys' hash tag, so on a
+// Cluster they share a slot ('%', '{' and '}' in a name are written %25,
+// %7B, %7D). Three Lua scripts in scripts/ acquire (create if absent, INCR
+// the counter, PEXPIRE; else return the holder's PTTL), release (owner
+// check, DEL, PUBLISH) and renew (owner check, PEXPIRE); they run with
+// EVALSHA, falling back to EVAL.
+//
+// The fencing counter is never deleted, so tokens keep growing after a
+// release: it costs one small string key per name ever locked, for the
+// life of the data (MEMORY USAGE reports about 70 bytes plus the name's
+// length). A name space that grows without bound
+// (a lock per request ID) grows Redis by that much; delete the counters of
+// retired names by hand if needed, or use a separate database. An eviction
+// policy that may evict keys without a TTL (allkeys-*) could evict a
+// counter and let tokens start again: use noeviction or volatile-*.
+//
+// # Capabilities
+//
+// Driver (redis, rediss, redis+sentinel, redis+cluster):
+//
+//   - Fencing: tokens from the per-name counter, strictly increasing.
+//   - Notify: waiters are woken by the release's PUBLISH, not polling.
+//   - Expiry: a lease not renewed expires on the server.
+//   - Inspect: Holds SCANs every master; ForceRelease deletes and
+//     publishes.
+//   - CrossProcess.
+//   - Not FIFO: within one Driver, waiters queue in order and only the
+//     first asks Redis, but across processes whoever asks first after a
+//     release wins.
+//   - Not LostSignal: Redis does not tell a client that a key was deleted
+//     or expired; the next renewal finds it (within TTL/3), and Lost
+//     closes then.
+//
+// RedLock: Expiry, Inspect, CrossProcess; no Fencing (Token is 0), no
+// Notify (waiters poll with jittered backoff).
+//
+// # Waiting
+//
+// A waiting Lock that finds the lock held subscribes to its channel,
+// then tries again (so a release between the two is not missed), then
+// waits for a message, at most the holder's remaining lease and at most a
+// second — pub/sub is at-most-once, and a reconnect loses messages. Within
+// one Driver the waiters on a name queue, and only the first one asks
+// Redis: one release costs one attempt, however many goroutines wait. A
+// Driver has one pub/sub connection; a channel is subscribed while some
+// local waiter needs it, at most max_subscriptions at once (beyond, waiters
+// poll, never longer than the holder's remaining lease between tries).
+//
+// # Topologies
+//
+// Standalone, Sentinel and Cluster run the same scripts through go-redis,
+// which follows Cluster redirections and Sentinel failovers. A Cluster
+// moving a lock's slot (resharding) keeps the hold: its keys move with the
+// slot and renewals follow the redirection (while a slot's keys are split
+// between two nodes, an acquisition is told TRYAGAIN, and retried). Pub/sub uses classic channels, which
+// a Cluster broadcasts to every node, so one connection to any node hears
+// every release.
+//
+// RedLock (redlock://, NewRedLock) follows the algorithm of the Redis
+// documentation over N independent instances: the acquire script runs on
+// all of them at once, each bounded by a short timeout; the lock is held if
+// a majority granted it and the time that took leaves a validity (TTL −
+// elapsed − drift, drift = TTL/100 + 2ms) above zero. Otherwise it is
+// released on every instance that granted it or did not answer. Renewal and
+// release also need a majority. Losing fewer than half of the instances
+// loses no lock.
+//
+// # Failover
+//
+// Redis replicates asynchronously. When a master fails, the replica that
+// replaces it may lack the last writes the master acknowledged — a lock
+// just granted, or its fencing counter's last increment, or a renewal — so
+// another client can be granted a lock that its previous owner still
+// believes it holds. No setting of this package makes Redis a consensus
+// store.
+//
+// wait_replicas=N (WithWaitReplicas) narrows the window: after each grant,
+// WAIT N timeout blocks until N replicas have received the grant (and the
+// counter's increment), and the acquisition fails with ErrNotReplicated,
+// the lock released again, if they did not within the timeout. What it
+// does not do: WAIT is not a transaction — a grant that was not
+// acknowledged in time may still reach replicas, and may survive a
+// failover after the release; renewals are not waited for, so a failover
+// can still shorten a lease by up to TTL/3 (the hold is then lost sooner
+// than its owner expects); Sentinel may promote a replica that did not
+// acknowledge; and a master restarted without persistence forgets every
+// lock. Use it when a failover must not routinely lose locks, and pair it
+// with fencing tokens where overlapping owners would corrupt data: pass
+// Token() with every write, and have the resource refuse tokens lower than
+// the highest it has seen. Fencing tokens, not the lock, are what protect
+// the resource.
+//
+// RedLock avoids the replication problem (no replicas), but its safety
+// rests on bounded clock drift and process pauses, and it has no fencing.
+//
+// # Options
+//
+// WithKeyPrefix, WithMaxSubscriptions, WithWaitReplicas (Driver) and
+// WithInstanceTimeout (RedLock) configure New, NewRedLock and Open; each
+// has the URL parameter named above. An option that does not apply to a
+// driver is an error.
+package redislock

@@ -1,0 +1,136 @@
+package redislock
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/golocker/locker/backend"
+)
+
+// DefaultKeyPrefix starts the Redis key of every lock unless WithKeyPrefix
+// (URL parameter key_prefix) says otherwise.
+const DefaultKeyPrefix = "golocker:"
+
+// maxKeyPrefixLen bounds WithKeyPrefix; a prefix is a namespace, not data.
+const maxKeyPrefixLen = 256
+
+// keys names the Redis keys and channel of locks under one prefix.
+//
+// The lock "orders/42" under the prefix "golocker:" uses:
+//
+//	golocker:{orders/42}           the hash {owner, token}, expiring with the lease
+//	golocker:{orders/42}:fence     the fencing counter, never expiring
+//	golocker:{orders/42}:released  the pub/sub channel a release publishes to
+//
+// The name is the hash tag, so both keys live in one Cluster slot and the
+// scripts may touch them together. In the name, '%', '{' and '}' are
+// written %25, %7B and %7D, so that the tag ends where the name does (a
+// '}' would end it early, and a name starting with '}' would make an empty
+// tag, which Redis ignores) and a key reads back to one name.
+type keys struct{ prefix string }
+
+func (k keys) lock(name string) string { return k.prefix + "{" + escapeName(name) + "}" }
+
+func fenceKey(lockKey string) string { return lockKey + ":fence" }
+
+func channelOf(lockKey string) string { return lockKey + ":released" }
+
+// name returns the lock name of a lock key, or false if key is not one.
+func (k keys) name(key string) (string, bool) {
+	rest, ok := strings.CutPrefix(key, k.prefix+"{")
+	if !ok {
+		return "", false
+	}
+	esc, ok := strings.CutSuffix(rest, "}")
+	if !ok || strings.ContainsAny(esc, "{}") {
+		return "", false
+	}
+	return unescapeName(esc)
+}
+
+// pattern returns the SCAN MATCH pattern of the lock keys whose names
+// start with prefix.
+func (k keys) pattern(prefix string) string {
+	return globEscape(k.prefix+"{"+escapeName(prefix)) + "*"
+}
+
+func escapeName(name string) string {
+	if !strings.ContainsAny(name, "%{}") {
+		return name
+	}
+	var b strings.Builder
+	b.Grow(len(name) + 8)
+	for i := 0; i < len(name); i++ {
+		switch c := name[i]; c {
+		case '%':
+			b.WriteString("%25")
+		case '{':
+			b.WriteString("%7B")
+		case '}':
+			b.WriteString("%7D")
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+func unescapeName(s string) (string, bool) {
+	if !strings.Contains(s, "%") {
+		return s, true
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	for i := 0; i < len(s); i++ {
+		if s[i] != '%' {
+			b.WriteByte(s[i])
+			continue
+		}
+		switch {
+		case strings.HasPrefix(s[i:], "%25"):
+			b.WriteByte('%')
+		case strings.HasPrefix(s[i:], "%7B"):
+			b.WriteByte('{')
+		case strings.HasPrefix(s[i:], "%7D"):
+			b.WriteByte('}')
+		default:
+			return "", false
+		}
+		i += 2
+	}
+	return b.String(), true
+}
+
+// globEscape quotes the characters that SCAN MATCH treats as a pattern.
+func globEscape(s string) string {
+	if !strings.ContainsAny(s, `*?[]\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if strings.IndexByte(`*?[]\`, s[i]) >= 0 {
+			b.WriteByte('\\')
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+func validKeyPrefix(p string) error {
+	switch {
+	case len(p) > maxKeyPrefixLen:
+		return fmt.Errorf("key prefix of %d bytes, more than %d", len(p), maxKeyPrefixLen)
+	case strings.ContainsAny(p, "{}"):
+		return fmt.Errorf("key prefix %q contains '{' or '}', which would break the keys' hash tag", p)
+	}
+	return nil
+}
+
+// validName checks what package locker checks too, so that a Driver used
+// without locker still refuses names it cannot key.
+func validName(name string) error {
+	if name == "" || len(name) > backend.MaxNameLen {
+		return fmt.Errorf("%w: empty or longer than %d bytes", backend.ErrInvalidName, backend.MaxNameLen)
+	}
+	return nil
+}

@@ -1,0 +1,56 @@
+package redislock
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/golocker/locker/backend"
+)
+
+// lease is one hold on a Driver's Redis.
+type lease struct {
+	d     *Driver
+	key   string
+	owner string
+	token uint64
+	start time.Time
+}
+
+func (l *lease) Token() uint64 { return l.token }
+
+// Start is when the acquire request that was granted was sent.
+func (l *lease) Start() time.Time { return l.start }
+
+// Lost returns nil: a deleted or expired key is found by the next renewal.
+func (l *lease) Lost() <-chan struct{} { return nil }
+
+// Renew implements backend.Lease with the owner-checked renew script.
+func (l *lease) Renew(ctx context.Context, ttl time.Duration) error {
+	n, err := renewScript.Run(ctx, l.d.client, []string{l.key}, l.owner, ms(ttl)).Int64()
+	if err != nil {
+		return storeErr(err)
+	}
+	return ownerReply(n)
+}
+
+// Release implements backend.Lease with the owner-checked release script,
+// which also publishes to the lock's channel to wake waiters.
+func (l *lease) Release(ctx context.Context) error {
+	n, err := releaseScript.Run(ctx, l.d.client, []string{l.key}, l.owner, channelOf(l.key)).Int64()
+	if err != nil {
+		return storeErr(err)
+	}
+	return ownerReply(n)
+}
+
+// ownerReply maps the 1/0 of the owner-checked scripts to nil/ErrLost.
+func ownerReply(n int64) error {
+	switch n {
+	case 1:
+		return nil
+	case 0:
+		return backend.ErrLost
+	}
+	return fmt.Errorf("%w: %d", errReply, n)
+}

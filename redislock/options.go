@@ -1,0 +1,143 @@
+package redislock
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/golocker/locker"
+)
+
+// DefaultMaxSubscriptions is how many lock channels a Driver subscribes to
+// at once unless WithMaxSubscriptions says otherwise.
+const DefaultMaxSubscriptions = 10000
+
+// maxWait caps every wait between two tries of a waiting Acquire. Pub/sub
+// is at-most-once (a reconnect loses messages), so a waiter never trusts it
+// alone for longer than this, nor longer than the holder's remaining lease.
+const maxWait = time.Second
+
+// cleanupTimeout bounds the release of a grant that may have happened while
+// Acquire failed (its ctx ended after the request was sent).
+const cleanupTimeout = 2 * time.Second
+
+// Option configures a Driver (New, Open) or a RedLock (NewRedLock). An
+// option that does not apply to the driver it is given to is an error.
+type Option func(*options) error
+
+type options struct {
+	keyPrefix       string
+	maxSubs         int
+	waitReplicas    int
+	waitTimeout     time.Duration
+	instanceTimeout time.Duration
+
+	// names of the options set, to refuse those that do not apply
+	set []string
+}
+
+func defaultOptions() options {
+	return options{keyPrefix: DefaultKeyPrefix, maxSubs: DefaultMaxSubscriptions}
+}
+
+func (o *options) apply(opts []Option) error {
+	for _, f := range opts {
+		if f == nil {
+			continue
+		}
+		if err := f(o); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// refuse returns an error if one of the named options was set.
+func (o *options) refuse(driver string, names ...string) error {
+	for _, s := range o.set {
+		for _, n := range names {
+			if s == n {
+				return optionError("%s does not apply to %s", n, driver)
+			}
+		}
+	}
+	return nil
+}
+
+// optionError reports a bad option. It matches locker.ErrInvalidOption
+// with errors.Is.
+func optionError(format string, args ...any) error {
+	return &optError{msg: fmt.Sprintf(format, args...)}
+}
+
+type optError struct{ msg string }
+
+func (e *optError) Error() string { return "redislock: invalid option: " + e.msg }
+func (e *optError) Unwrap() error { return locker.ErrInvalidOption }
+
+// WithKeyPrefix sets the prefix of every key the driver writes (default
+// DefaultKeyPrefix, "golocker:"), so that several applications can share a
+// Redis without sharing locks. It must not contain '{' or '}'.
+// URL parameter: key_prefix.
+func WithKeyPrefix(prefix string) Option {
+	return func(o *options) error {
+		if err := validKeyPrefix(prefix); err != nil {
+			return optionError("%v", err)
+		}
+		o.keyPrefix = prefix
+		o.set = append(o.set, "WithKeyPrefix")
+		return nil
+	}
+}
+
+// WithMaxSubscriptions bounds how many lock channels one Driver subscribes
+// to at once (default DefaultMaxSubscriptions). Waiters on further names
+// poll instead, never longer than the holder's remaining lease between two
+// tries; they still get their locks. n must be at least 1.
+// URL parameter: max_subscriptions. Not for RedLock, which always polls.
+func WithMaxSubscriptions(n int) Option {
+	return func(o *options) error {
+		if n < 1 {
+			return optionError("max subscriptions %d, must be at least 1", n)
+		}
+		o.maxSubs = n
+		o.set = append(o.set, "WithMaxSubscriptions")
+		return nil
+	}
+}
+
+// WithWaitReplicas makes every successful acquisition wait, with Redis's
+// WAIT command, until n replicas have acknowledged it or timeout has
+// passed. If fewer did, the lock is released and Acquire fails with an
+// error wrapping ErrNotReplicated. See "Failover" in the package doc for
+// what this does and does not guarantee. n = 0 turns it off.
+// URL parameters: wait_replicas, wait_timeout (default 50ms). Not for
+// RedLock.
+func WithWaitReplicas(n int, timeout time.Duration) Option {
+	return func(o *options) error {
+		if n < 0 {
+			return optionError("wait replicas %d, must not be negative", n)
+		}
+		if n > 0 && timeout <= 0 {
+			return optionError("wait timeout %v, must be positive (WAIT with 0 would block for ever)", timeout)
+		}
+		o.waitReplicas, o.waitTimeout = n, timeout
+		o.set = append(o.set, "WithWaitReplicas")
+		return nil
+	}
+}
+
+// WithInstanceTimeout bounds each RedLock instance's answer to one
+// acquisition, renewal or release (default: TTL/10, at least 10ms and at
+// most 250ms). An instance that answers later counts as failed, so one
+// slow instance cannot eat the lease. URL parameter: instance_timeout.
+// Only for RedLock.
+func WithInstanceTimeout(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return optionError("instance timeout %v, must be positive", d)
+		}
+		o.instanceTimeout = d
+		o.set = append(o.set, "WithInstanceTimeout")
+		return nil
+	}
+}

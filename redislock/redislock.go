@@ -1,0 +1,267 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/golocker/locker/backend"
+)
+
+// ErrNotReplicated is returned (wrapped) by an acquisition that fewer
+// replicas acknowledged than WithWaitReplicas asked for. The lock has been
+// released again.
+var ErrNotReplicated = errors.New("redislock: too few replicas acknowledged the lock")
+
+// errReply is a reply of a script that the driver does not understand: the
+// key holds something else, or another program wrote it.
+var errReply = errors.New("redislock: unexpected reply")
+
+// Driver is a lock driver on one Redis deployment: a standalone server, a
+// Sentinel-managed master, or a Cluster, through a go-redis
+// UniversalClient. It implements backend.Driver, backend.Inspector and
+// backend.QueueInspector, and is safe for concurrent use.
+type Driver struct {
+	client    redis.UniversalClient
+	ownClient bool // opened from a URL: Close closes the client
+	opts      options
+	keys      keys
+
+	closed    chan struct{}
+	closeOnce sync.Once
+	closeErr  error
+
+	mu     sync.Mutex
+	queues map[string]*queue        // local waiters by lock name
+	subs   map[string]*subscription // by channel
+	ps     *pubsubState             // started by the first subscription
+}
+
+var (
+	_ backend.Driver         = (*Driver)(nil)
+	_ backend.Inspector      = (*Driver)(nil)
+	_ backend.QueueInspector = (*Driver)(nil)
+)
+
+// New returns a Driver on client, which may be a *redis.Client (standalone
+// or from redis.NewFailoverClient) or a *redis.ClusterClient. A *redis.Ring
+// is refused: it shards keys and channels by itself, so the lock's keys and
+// its channel would not meet. Close does not close client.
+//
+// Give the client ContextTimeoutEnabled: true, so that a ctx deadline also
+// bounds a call stuck on the network; without it go-redis waits up to its
+// ReadTimeout.
+func New(client redis.UniversalClient, opts ...Option) (*Driver, error) {
+	if client == nil {
+		return nil, errors.New("redislock: New: nil client")
+	}
+	if _, ok := client.(*redis.Ring); ok {
+		return nil, errors.New("redislock: New: a redis.Ring is not supported (its shards would split a lock's keys from its channel); use a Cluster")
+	}
+	o := defaultOptions()
+	if err := o.apply(opts); err != nil {
+		return nil, err
+	}
+	if err := o.refuse("a Redis Driver (use NewRedLock)", "WithInstanceTimeout"); err != nil {
+		return nil, err
+	}
+	if o.waitReplicas > 0 {
+		switch client.(type) {
+		case *redis.Client, *redis.ClusterClient:
+		default:
+			return nil, fmt.Errorf("redislock: New: WithWaitReplicas needs a *redis.Client or *redis.ClusterClient, got %T", client)
+		}
+	}
+	return newDriver(client, o, false), nil
+}
+
+func newDriver(client redis.UniversalClient, o options, own bool) *Driver {
+	return &Driver{
+		client:    client,
+		ownClient: own,
+		opts:      o,
+		keys:      keys{prefix: o.keyPrefix},
+		closed:    make(chan struct{}),
+		queues:    make(map[string]*queue),
+		subs:      make(map[string]*subscription),
+	}
+}
+
+// Capabilities implements backend.Driver: fencing tokens from a per-name
+// counter, waiters woken by pub/sub, leases that expire, inspection. Loss is
+// found by the next renewal (no push signal), and waiters across processes
+// are not ordered.
+func (d *Driver) Capabilities() backend.Capabilities {
+	return backend.Capabilities{
+		Fencing:      true,
+		Notify:       true,
+		Expiry:       true,
+		Inspect:      true,
+		CrossProcess: true,
+	}
+}
+
+// Key returns the Redis key of the lock name: the hash that holds the
+// owner and the fencing token while the lock is held.
+func (d *Driver) Key(name string) string { return d.keys.lock(name) }
+
+// Close ends the Driver's waits in flight with ErrClosed and its pub/sub
+// connection, and closes the client if the Driver opened it (Open). Holds
+// stay until released or expired. Close is idempotent.
+func (d *Driver) Close() error {
+	d.closeOnce.Do(func() {
+		close(d.closed)
+		d.mu.Lock()
+		ps := d.ps
+		d.mu.Unlock()
+		if ps != nil {
+			ps.stop()
+		}
+		if d.ownClient {
+			d.closeErr = d.client.Close()
+		}
+	})
+	return d.closeErr
+}
+
+func (d *Driver) isClosed() bool {
+	select {
+	case <-d.closed:
+		return true
+	default:
+		return false
+	}
+}
+
+// Acquire implements backend.Driver.
+func (d *Driver) Acquire(ctx context.Context, r backend.Request) (backend.Lease, error) {
+	if d.isClosed() {
+		return nil, backend.ErrClosed
+	}
+	if err := validName(r.Name); err != nil {
+		return nil, err
+	}
+	if r.TTL <= 0 {
+		return nil, fmt.Errorf("%w: %v", backend.ErrInvalidTTL, r.TTL)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if !r.Wait {
+		l, _, err := d.try(ctx, r)
+		if err != nil {
+			return nil, err
+		}
+		if l == nil {
+			return nil, backend.ErrHeld
+		}
+		return l, nil
+	}
+	return d.wait(ctx, r)
+}
+
+// try runs the acquire script once. It returns the lease when granted, or
+// the holder's remaining lease (maxWait when unknown) when held. When the
+// script may have run although the call failed, it releases by owner
+// before returning the error.
+func (d *Driver) try(ctx context.Context, r backend.Request) (*lease, time.Duration, error) {
+	key := d.keys.lock(r.Name)
+	l := &lease{d: d, key: key, owner: r.Owner, start: time.Now()}
+	var res any
+	var err error
+	cleaned := false
+	if d.opts.waitReplicas > 0 {
+		res, cleaned, err = d.acquireReplicated(ctx, l, r.TTL)
+	} else {
+		res, err = acquireScript.Run(ctx, d.client, []string{key, fenceKey(key)}, r.Owner, ms(r.TTL), "1").Result()
+	}
+	if err != nil {
+		if !cleaned && mayHaveRun(err) {
+			d.cleanup(ctx, l)
+		}
+		return nil, 0, storeErr(err)
+	}
+	granted, n, err := parseAcquire(res)
+	if err != nil {
+		return nil, 0, err
+	}
+	if !granted {
+		return nil, pttl(n), nil
+	}
+	l.token = uint64(n)
+	return l, 0, nil
+}
+
+// cleanup releases by owner a grant that may have happened while the call
+// that asked for it failed, with a ctx that is not the caller's.
+func (d *Driver) cleanup(ctx context.Context, l *lease) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	_ = l.Release(cctx)
+}
+
+// parseAcquire reads the acquire script's {granted, token or pttl}.
+func parseAcquire(res any) (granted bool, n int64, err error) {
+	a, ok := res.([]any)
+	if ok && len(a) == 2 {
+		g, ok1 := a[0].(int64)
+		v, ok2 := a[1].(int64)
+		if ok1 && ok2 {
+			return g == 1, v, nil
+		}
+	}
+	return false, 0, fmt.Errorf("%w from the acquire script: %v", errReply, res)
+}
+
+// pttl turns the holder's PTTL into a wait bound: maxWait when the key has
+// no expiry (-1) or is gone (-2).
+func pttl(n int64) time.Duration {
+	if n < 0 {
+		return maxWait
+	}
+	return time.Duration(n) * time.Millisecond
+}
+
+// ms is d in whole milliseconds, rounded up: Redis leases are in ms.
+func ms(d time.Duration) int64 { return int64((d + time.Millisecond - 1) / time.Millisecond) }
+
+// mayHaveRun reports whether a failed call may still have run on the server:
+// anything but an error reply (a timeout, a cancelled ctx, a broken
+// connection after the request was written).
+func mayHaveRun(err error) bool {
+	var re redis.Error
+	return !errors.As(err, &re) && !errors.Is(err, redis.ErrClosed)
+}
+
+// storeErr marks errors of a closed client as backend.ErrClosed.
+func storeErr(err error) error {
+	if errors.Is(err, redis.ErrClosed) && !errors.Is(err, backend.ErrClosed) {
+		return fmt.Errorf("%w: %w", backend.ErrClosed, err)
+	}
+	return err
+}
+
+// retryable reports whether a waiting Acquire should try again after err:
+// network trouble and the replies Redis gives while it fails over, loads or
+// reshards, but not a script, type or permission error, which would only
+// repeat.
+func retryable(err error) bool {
+	if errors.Is(err, backend.ErrClosed) || errors.Is(err, ErrNotReplicated) || errors.Is(err, errReply) ||
+		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var re redis.Error
+	if !errors.As(err, &re) {
+		return true
+	}
+	for _, p := range []string{"LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "MOVED", "ASK", "BUSY", "NOREPLICAS"} {
+		if redis.HasErrorPrefix(err, p) {
+			return true
+		}
+	}
+	return false
+}

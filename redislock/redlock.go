@@ -1,0 +1,357 @@
+package redislock
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/golocker/locker/backend"
+)
+
+// RedLock is a lock driver over N independent Redis instances, after the
+// Redlock algorithm of the Redis documentation: a lock is held when a
+// majority of the instances granted it within its validity, the lease
+// minus the time the acquisition took and a clock-drift allowance. Losing
+// fewer than half of the instances loses no lock and blocks no acquisition.
+//
+// Independent instances have no common counter, so RedLock has no fencing
+// tokens (Token is 0), and waiters poll with jittered backoff instead of
+// being notified. It implements backend.Driver, backend.Inspector and
+// backend.QueueInspector, and is safe for concurrent use.
+type RedLock struct {
+	clients   []redis.UniversalClient
+	ownClient bool
+	opts      options
+	keys      keys
+	quorum    int
+
+	closed    chan struct{}
+	closeOnce sync.Once
+	closeErr  error
+
+	mu      sync.Mutex
+	waiting map[string]int // local waiters by name
+}
+
+var (
+	_ backend.Driver         = (*RedLock)(nil)
+	_ backend.Inspector      = (*RedLock)(nil)
+	_ backend.QueueInspector = (*RedLock)(nil)
+)
+
+// MinRedLockInstances is the fewest instances NewRedLock accepts: with
+// fewer, a majority cannot survive the loss of one.
+const MinRedLockInstances = 3
+
+// Polling backoff of a waiting RedLock acquisition: from pollMin, doubling
+// up to redLockPollMax, with jitter, and never past the holder's remaining
+// lease.
+const redLockPollMax = 100 * time.Millisecond
+
+// NewRedLock returns a RedLock on clients, one per independent Redis
+// instance (standalone servers, or Sentinel-managed masters; not replicas
+// of one another). It needs at least MinRedLockInstances. Close does not
+// close the clients.
+func NewRedLock(clients []redis.UniversalClient, opts ...Option) (*RedLock, error) {
+	if len(clients) < MinRedLockInstances {
+		return nil, fmt.Errorf("redislock: NewRedLock: %d instances, need at least %d", len(clients), MinRedLockInstances)
+	}
+	for i, c := range clients {
+		if c == nil {
+			return nil, fmt.Errorf("redislock: NewRedLock: client %d is nil", i)
+		}
+	}
+	o := defaultOptions()
+	if err := o.apply(opts); err != nil {
+		return nil, err
+	}
+	if err := o.refuse("RedLock", "WithMaxSubscriptions", "WithWaitReplicas"); err != nil {
+		return nil, err
+	}
+	return newRedLock(clients, o, false), nil
+}
+
+func newRedLock(clients []redis.UniversalClient, o options, own bool) *RedLock {
+	return &RedLock{
+		clients:   clients,
+		ownClient: own,
+		opts:      o,
+		keys:      keys{prefix: o.keyPrefix},
+		quorum:    len(clients)/2 + 1,
+		closed:    make(chan struct{}),
+		waiting:   make(map[string]int),
+	}
+}
+
+// Capabilities implements backend.Driver: leases that expire, inspection;
+// no fencing (independent instances share no counter), no notification.
+func (rl *RedLock) Capabilities() backend.Capabilities {
+	return backend.Capabilities{Expiry: true, Inspect: true, CrossProcess: true}
+}
+
+// Key returns the Redis key of the lock name on every instance.
+func (rl *RedLock) Key(name string) string { return rl.keys.lock(name) }
+
+// Close ends the RedLock's waits in flight with ErrClosed, and closes the
+// clients if it opened them (Open). Close is idempotent.
+func (rl *RedLock) Close() error {
+	rl.closeOnce.Do(func() {
+		close(rl.closed)
+		if rl.ownClient {
+			var errs []error
+			for _, c := range rl.clients {
+				errs = append(errs, c.Close())
+			}
+			rl.closeErr = joinErrors(errs)
+		}
+	})
+	return rl.closeErr
+}
+
+func (rl *RedLock) isClosed() bool {
+	select {
+	case <-rl.closed:
+		return true
+	default:
+		return false
+	}
+}
+
+// drift is the allowance for the clocks of the client and the instances
+// running at different rates: 1% of the lease plus 2ms, as the Redlock
+// algorithm suggests.
+func drift(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
+
+// instanceTimeout bounds one instance's answer.
+func (rl *RedLock) instanceTimeout(ttl time.Duration) time.Duration {
+	if rl.opts.instanceTimeout > 0 {
+		return rl.opts.instanceTimeout
+	}
+	return min(max(ttl/10, 10*time.Millisecond), 250*time.Millisecond)
+}
+
+// Acquire implements backend.Driver.
+func (rl *RedLock) Acquire(ctx context.Context, r backend.Request) (backend.Lease, error) {
+	if rl.isClosed() {
+		return nil, backend.ErrClosed
+	}
+	if err := validName(r.Name); err != nil {
+		return nil, err
+	}
+	if r.TTL <= 0 {
+		return nil, fmt.Errorf("%w: %v", backend.ErrInvalidTTL, r.TTL)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if r.Wait {
+		rl.addWaiter(r.Name, 1)
+		defer rl.addWaiter(r.Name, -1)
+	}
+	backoff := pollMin
+	for {
+		l, left, err := rl.try(ctx, r)
+		if l != nil {
+			return l, nil
+		}
+		if !r.Wait {
+			if err != nil {
+				return nil, err
+			}
+			return nil, backend.ErrHeld
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if err != nil && !retryable(err) {
+			return nil, err
+		}
+		sleep := min(backoff/2+rand.N(backoff/2+1), left)
+		backoff = min(2*backoff, redLockPollMax)
+		t := time.NewTimer(max(sleep, minWait))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-rl.closed:
+			t.Stop()
+			return nil, backend.ErrClosed
+		}
+	}
+}
+
+// instanceResult is one instance's answer to a script.
+type instanceResult struct {
+	res any
+	err error
+}
+
+// each runs f on every instance in parallel, each bounded by timeout.
+func (rl *RedLock) each(ctx context.Context, timeout time.Duration, f func(ctx context.Context, i int, c redis.UniversalClient) (any, error)) []instanceResult {
+	out := make([]instanceResult, len(rl.clients))
+	var wg sync.WaitGroup
+	for i, c := range rl.clients {
+		wg.Go(func() {
+			ictx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			res, err := f(ictx, i, c)
+			out[i] = instanceResult{res: res, err: err}
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// try asks every instance once. It returns the lease when a majority
+// granted it within its validity; otherwise it releases the lock on every
+// instance that granted it or may have (no answer in time), and returns
+// the wait bound (the shortest remaining lease of the holders) and, when no
+// other owner was seen, why the quorum failed.
+func (rl *RedLock) try(ctx context.Context, r backend.Request) (*redLease, time.Duration, error) {
+	key := rl.keys.lock(r.Name)
+	l := &redLease{rl: rl, key: key, owner: r.Owner, ttl: r.TTL, start: time.Now()}
+	results := rl.each(ctx, rl.instanceTimeout(r.TTL), func(ctx context.Context, _ int, c redis.UniversalClient) (any, error) {
+		return acquireScript.Run(ctx, c, []string{key, fenceKey(key)}, r.Owner, ms(r.TTL), "0").Result()
+	})
+	validity := r.TTL - time.Since(l.start) - drift(r.TTL)
+	granted, held, left := 0, 0, maxWait
+	var errs []error
+	undo := make([]bool, len(results))
+	for i, res := range results {
+		if res.err != nil {
+			errs = append(errs, res.err)
+			undo[i] = mayHaveRun(res.err)
+			continue
+		}
+		ok, n, err := parseAcquire(res.res)
+		switch {
+		case err != nil:
+			errs = append(errs, err)
+		case ok:
+			granted++
+			undo[i] = true
+		default:
+			held++
+			left = min(left, pttl(n))
+		}
+	}
+	if granted >= rl.quorum && validity > 0 {
+		return l, 0, nil
+	}
+	rl.undo(ctx, l, undo)
+	switch {
+	case held > 0:
+		return nil, left, nil
+	case granted >= rl.quorum:
+		return nil, pollMin, fmt.Errorf("redislock: a majority granted the lock only after its validity (the acquisition took longer than the lease allows)")
+	}
+	return nil, pollMin, fmt.Errorf("redislock: no majority: %d of %d instances granted the lock: %w", granted, len(rl.clients), joinErrors(errs))
+}
+
+// undo releases l on the instances marked, after a failed quorum.
+func (rl *RedLock) undo(ctx context.Context, l *redLease, marked []bool) {
+	if !slices.Contains(marked, true) {
+		return
+	}
+	cctx := context.WithoutCancel(ctx)
+	rl.each(cctx, max(rl.instanceTimeout(l.ttl), 100*time.Millisecond), func(ctx context.Context, i int, c redis.UniversalClient) (any, error) {
+		if !marked[i] {
+			return nil, nil
+		}
+		return releaseScript.Run(ctx, c, []string{l.key}, l.owner, channelOf(l.key)).Result()
+	})
+}
+
+func (rl *RedLock) addWaiter(name string, n int) {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	if rl.waiting[name] += n; rl.waiting[name] <= 0 {
+		delete(rl.waiting, name)
+	}
+}
+
+// Waiters implements backend.QueueInspector for this RedLock's own
+// waiters on name.
+func (rl *RedLock) Waiters(_ context.Context, name string) (int, error) {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	return rl.waiting[name], nil
+}
+
+// redLease is one hold granted by a majority.
+type redLease struct {
+	rl    *RedLock
+	key   string
+	owner string
+	ttl   time.Duration
+	start time.Time
+}
+
+// Token is 0: independent instances share no counter to fence with.
+func (l *redLease) Token() uint64 { return 0 }
+
+// Start is when the acquisition that was granted began.
+func (l *redLease) Start() time.Time { return l.start }
+
+// Lost returns nil: loss is found by the next renewal.
+func (l *redLease) Lost() <-chan struct{} { return nil }
+
+// Renew extends the lease on every instance that still has it; it
+// succeeds when a majority did within the new validity, and reports
+// ErrLost when too many instances say the lock is no longer this owner's
+// for a majority to be possible.
+func (l *redLease) Renew(ctx context.Context, ttl time.Duration) error {
+	start := time.Now()
+	results := l.rl.each(ctx, l.rl.instanceTimeout(ttl), func(ctx context.Context, _ int, c redis.UniversalClient) (any, error) {
+		return renewScript.Run(ctx, c, []string{l.key}, l.owner, ms(ttl)).Int64()
+	})
+	if err := l.rl.majority(results, "renewed"); err != nil {
+		return err
+	}
+	if time.Since(start)+drift(ttl) >= ttl {
+		return fmt.Errorf("redislock: renewal took longer than the lease allows")
+	}
+	return nil
+}
+
+// Release frees the lock on every instance; it reports ErrLost when too
+// many instances say the lock was no longer this owner's.
+func (l *redLease) Release(ctx context.Context) error {
+	results := l.rl.each(ctx, l.rl.instanceTimeout(l.ttl), func(ctx context.Context, _ int, c redis.UniversalClient) (any, error) {
+		return releaseScript.Run(ctx, c, []string{l.key}, l.owner, channelOf(l.key)).Int64()
+	})
+	return l.rl.majority(results, "released")
+}
+
+// majority reads the 1/0 answers of an owner-checked script: nil when a
+// majority answered 1, ErrLost when so many answered 0 that no majority
+// could, else an error joining the instances' failures.
+func (rl *RedLock) majority(results []instanceResult, what string) error {
+	ok, notOwner := 0, 0
+	var errs []error
+	for _, r := range results {
+		switch {
+		case r.err != nil:
+			errs = append(errs, storeErr(r.err))
+		case r.res == int64(1):
+			ok++
+		case r.res == int64(0):
+			notOwner++
+		default:
+			errs = append(errs, fmt.Errorf("%w: %v", errReply, r.res))
+		}
+	}
+	switch {
+	case ok >= rl.quorum:
+		return nil
+	case notOwner > len(results)-rl.quorum:
+		return fmt.Errorf("%w: %d of %d instances no longer hold it", backend.ErrLost, notOwner, len(results))
+	}
+	return fmt.Errorf("redislock: %s on %d of %d instances, a majority is %d: %w", what, ok, len(results), rl.quorum, joinErrors(errs))
+}

@@ -1,0 +1,66 @@
+package redislock_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/golocker/locker/redislock"
+)
+
+// TestWaitReplicas: with wait_replicas=N an acquisition succeeds only once
+// N replicas have it; with too few replicas it fails with ErrNotReplicated
+// and leaves the lock free.
+func TestWaitReplicas(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, time.Minute)
+	sentinel := sentinelURL(t) // a master with one replica
+	free := func(url, name string) bool {
+		m := openClient(t, url).NewMutex(name)
+		ok, err := m.TryLock(ctx)
+		if err != nil {
+			t.Fatalf("TryLock: %v", err)
+		}
+		if ok {
+			_ = m.Unlock(ctx)
+		}
+		return ok
+	}
+
+	t.Run("enough_replicas_acknowledge", func(t *testing.T) {
+		c := openClient(t, sentinel+"?wait_replicas=1&wait_timeout=2s")
+		m := c.NewMutex("wait/enough")
+		if err := m.Lock(ctx); err != nil {
+			t.Fatalf("Lock with one replica to wait for: %v", err)
+		}
+		if free(sentinel, "wait/enough") {
+			t.Error("the lock is free while held")
+		}
+		if err := m.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+	for _, tc := range []struct{ name, url, query string }{
+		{"more_replicas_than_there_are", sentinel, "?wait_replicas=2&wait_timeout=100ms"},
+		{"a_standalone_server_has_none", standaloneURL(t), "?wait_replicas=1&wait_timeout=100ms"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := openClient(t, tc.url+tc.query).NewMutex("wait/" + tc.name)
+			start := time.Now()
+			ok, err := m.TryLock(ctx)
+			if ok || !errors.Is(err, redislock.ErrNotReplicated) {
+				t.Fatalf("TryLock = %v, %v; want ErrNotReplicated", ok, err)
+			}
+			t.Logf("%v after %v", err, time.Since(start).Round(time.Millisecond))
+			if err := m.Lock(ctx); !errors.Is(err, redislock.ErrNotReplicated) {
+				t.Errorf("Lock = %v; want ErrNotReplicated, not a wait", err)
+			}
+			if !free(tc.url, "wait/"+tc.name) {
+				t.Error("the lock is held after the acquisition failed for want of replicas")
+			}
+			if m.HoldCount() != 0 {
+				t.Errorf("HoldCount = %d", m.HoldCount())
+			}
+		})
+	}
+}

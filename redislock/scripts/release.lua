@@ -1,0 +1,14 @@
+-- release.lua: free a lock if the caller still owns it, and tell waiters.
+--
+-- KEYS[1]  the lock hash
+-- ARGV[1]  the owner that acquired it
+-- ARGV[2]  the lock's pub/sub channel
+--
+-- Returns 1 when released, 0 when the lock is not (or no longer) the
+-- caller's: the current holder's lock is left alone.
+if redis.call('hget', KEYS[1], 'owner') ~= ARGV[1] then
+  return 0
+end
+redis.call('del', KEYS[1])
+redis.call('publish', ARGV[2], 'released')
+return 1

@@ -1,0 +1,238 @@
+package redislock
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/golocker/locker/backend"
+	"github.com/golocker/locker/internal/urlparams"
+)
+
+// urlConfig is what a URL says.
+type urlConfig struct {
+	scheme             string
+	addrs              []string
+	username, password string
+	db                 int
+	master             string // Sentinel
+	sentinelUsername   string
+	sentinelPassword   string
+	dialTimeout        time.Duration
+	readTimeout        time.Duration
+	writeTimeout       time.Duration
+	poolSize           int
+	tls                *tlsParams // rediss
+	opts               []Option
+}
+
+type tlsParams struct {
+	serverName         string
+	insecureSkipVerify bool
+	caFile             string
+	certFile, keyFile  string
+}
+
+// Query parameters by scheme. Every scheme takes the common ones.
+var (
+	commonParams = []string{"key_prefix", "dial_timeout", "read_timeout", "write_timeout", "pool_size"}
+	driverParams = []string{"max_subscriptions", "wait_replicas", "wait_timeout"}
+	tlsParamList = []string{"tls_server_name", "tls_insecure_skip_verify", "tls_ca_file", "tls_cert_file", "tls_key_file"}
+	schemeParams = map[string][]string{
+		Scheme:         driverParams,
+		SchemeTLS:      slices.Concat(driverParams, tlsParamList),
+		SchemeSentinel: slices.Concat(driverParams, []string{"sentinel_username", "sentinel_password"}),
+		SchemeCluster:  driverParams,
+		SchemeRedLock:  {"instance_timeout"},
+	}
+	defaultPorts = map[string]string{
+		Scheme: "6379", SchemeTLS: "6379", SchemeSentinel: "26379", SchemeCluster: "6379", SchemeRedLock: "6379",
+	}
+)
+
+// defaultWaitTimeout is WAIT's timeout when wait_replicas has none.
+const defaultWaitTimeout = 50 * time.Millisecond
+
+func badURL(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", backend.ErrBadURL, fmt.Sprintf(format, args...))
+}
+
+// parseURL reads u without touching the network or the file system. Its
+// errors wrap backend.ErrBadURL and never contain the password.
+func parseURL(u *url.URL) (*urlConfig, error) {
+	cfg := &urlConfig{scheme: strings.ToLower(u.Scheme)}
+	params, ok := schemeParams[cfg.scheme]
+	if !ok {
+		return nil, badURL("scheme %q is not one of redis, rediss, redis+sentinel, redis+cluster, redlock", u.Scheme)
+	}
+	if u.Opaque != "" {
+		return nil, badURL("%s: want %s://host...", cfg.scheme, cfg.scheme)
+	}
+	if u.Fragment != "" || u.RawFragment != "" {
+		return nil, badURL("%s: a URL fragment (#...) means nothing here", cfg.scheme)
+	}
+	if u.User != nil {
+		cfg.username = u.User.Username()
+		cfg.password, _ = u.User.Password()
+	}
+	if err := cfg.parseHosts(u.Host); err != nil {
+		return nil, err
+	}
+	if err := cfg.parsePath(u.Path); err != nil {
+		return nil, err
+	}
+	if err := cfg.parseQuery(u.RawQuery, params); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+func (cfg *urlConfig) parseHosts(hostList string) error {
+	addrs, err := urlparams.Hosts(hostList, defaultPorts[cfg.scheme])
+	if err != nil {
+		return badURL("%s: %v", cfg.scheme, err)
+	}
+	cfg.addrs = addrs
+	switch cfg.scheme {
+	case Scheme, SchemeTLS:
+		if len(cfg.addrs) > 1 {
+			return badURL("%s: one host only (for several, use redis+sentinel:// or redis+cluster://)", cfg.scheme)
+		}
+	case SchemeRedLock:
+		if len(cfg.addrs) < MinRedLockInstances {
+			return badURL("redlock: %d hosts, RedLock needs at least %d independent instances", len(cfg.addrs), MinRedLockInstances)
+		}
+	}
+	return nil
+}
+
+func (cfg *urlConfig) parsePath(path string) error {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	if len(parts) == 1 && parts[0] == "" {
+		parts = nil
+	}
+	if cfg.scheme == SchemeSentinel {
+		if len(parts) == 0 || parts[0] == "" {
+			return badURL("redis+sentinel: no master name (want redis+sentinel://h1:26379,h2:26379/mastername[/db])")
+		}
+		cfg.master, parts = parts[0], parts[1:]
+	}
+	switch {
+	case len(parts) == 0:
+		return nil
+	case cfg.scheme == SchemeCluster:
+		return badURL("redis+cluster: a Cluster has no database number, got path %q", path)
+	case len(parts) > 1:
+		return badURL("%s: bad path %q", cfg.scheme, path)
+	}
+	db, err := strconv.Atoi(parts[0])
+	if err != nil || db < 0 {
+		return badURL("%s: bad database number %q", cfg.scheme, parts[0])
+	}
+	cfg.db = db
+	return nil
+}
+
+func (cfg *urlConfig) parseQuery(raw string, schemeParams []string) error {
+	q, keys, err := urlparams.Query(raw, slices.Concat(commonParams, schemeParams))
+	if err != nil {
+		return badURL("%s: %v", cfg.scheme, err)
+	}
+	var waitReplicas int
+	waitTimeout := time.Duration(0)
+	for _, k := range keys {
+		v := q.Get(k)
+		var err error
+		switch k {
+		case "key_prefix":
+			err = validKeyPrefix(v)
+			cfg.opts = append(cfg.opts, WithKeyPrefix(v))
+		case "dial_timeout":
+			cfg.dialTimeout, err = positiveDuration(v)
+		case "read_timeout":
+			cfg.readTimeout, err = positiveDuration(v)
+		case "write_timeout":
+			cfg.writeTimeout, err = positiveDuration(v)
+		case "pool_size":
+			cfg.poolSize, err = positiveInt(v)
+		case "max_subscriptions":
+			var n int
+			n, err = positiveInt(v)
+			cfg.opts = append(cfg.opts, WithMaxSubscriptions(n))
+		case "wait_replicas":
+			waitReplicas, err = strconv.Atoi(v)
+			if err == nil && waitReplicas < 0 {
+				err = errors.New("must not be negative")
+			}
+		case "wait_timeout":
+			waitTimeout, err = positiveDuration(v)
+		case "instance_timeout":
+			var d time.Duration
+			d, err = positiveDuration(v)
+			cfg.opts = append(cfg.opts, WithInstanceTimeout(d))
+		case "sentinel_username":
+			cfg.sentinelUsername = v
+		case "sentinel_password":
+			cfg.sentinelPassword = v
+		case "tls_server_name":
+			cfg.tlsParams().serverName = v
+		case "tls_insecure_skip_verify":
+			cfg.tlsParams().insecureSkipVerify, err = strconv.ParseBool(v)
+		case "tls_ca_file":
+			cfg.tlsParams().caFile = v
+		case "tls_cert_file":
+			cfg.tlsParams().certFile = v
+		case "tls_key_file":
+			cfg.tlsParams().keyFile = v
+		}
+		if err != nil {
+			if strings.Contains(k, "password") {
+				return badURL("%s: bad %s", cfg.scheme, k)
+			}
+			return badURL("%s: bad %s %q: %v", cfg.scheme, k, v, err)
+		}
+	}
+	switch {
+	case waitTimeout > 0 && waitReplicas == 0:
+		return badURL("%s: wait_timeout needs wait_replicas", cfg.scheme)
+	case waitReplicas > 0:
+		if waitTimeout == 0 {
+			waitTimeout = defaultWaitTimeout
+		}
+		cfg.opts = append(cfg.opts, WithWaitReplicas(waitReplicas, waitTimeout))
+	}
+	if cfg.scheme == SchemeTLS {
+		t := cfg.tlsParams()
+		if (t.certFile == "") != (t.keyFile == "") {
+			return badURL("rediss: tls_cert_file and tls_key_file go together")
+		}
+	}
+	return nil
+}
+
+func (cfg *urlConfig) tlsParams() *tlsParams {
+	if cfg.tls == nil {
+		cfg.tls = &tlsParams{}
+	}
+	return cfg.tls
+}
+
+func positiveDuration(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err == nil && d <= 0 {
+		err = errors.New("must be positive")
+	}
+	return d, err
+}
+
+func positiveInt(s string) (int, error) {
+	n, err := strconv.Atoi(s)
+	if err == nil && n < 1 {
+		err = errors.New("must be at least 1")
+	}
+	return n, err
+}

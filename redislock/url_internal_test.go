@@ -1,0 +1,225 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golocker/locker"
+	"github.com/golocker/locker/backend"
+)
+
+func TestParseURL(t *testing.T) {
+	for _, tc := range []struct {
+		url  string
+		want urlConfig // compared: scheme, addrs, username, password, db, master, sentinel creds, timeouts, pool size
+		opts options   // the URL's options applied to the zero options
+	}{
+		{url: "redis://127.0.0.1:6390", want: urlConfig{scheme: Scheme, addrs: []string{"127.0.0.1:6390"}}},
+		{url: "redis://localhost", want: urlConfig{scheme: Scheme, addrs: []string{"localhost:6379"}}},
+		{url: "REDIS://h:1/3", want: urlConfig{scheme: Scheme, addrs: []string{"h:1"}, db: 3}},
+		{url: "redis://u:p%40ss@h:1/", want: urlConfig{scheme: Scheme, addrs: []string{"h:1"}, username: "u", password: "p@ss"}},
+		{url: "redis://:pw@h:1/0", want: urlConfig{scheme: Scheme, addrs: []string{"h:1"}, password: "pw"}},
+		{url: "redis://[::1]:7/1", want: urlConfig{scheme: Scheme, addrs: []string{"[::1]:7"}, db: 1}},
+		{url: "redis://[::1]", want: urlConfig{scheme: Scheme, addrs: []string{"[::1]:6379"}}},
+		{
+			url:  "redis://h:1?key_prefix=app:&max_subscriptions=7&wait_replicas=2&wait_timeout=1s&dial_timeout=2s&read_timeout=3s&write_timeout=4s&pool_size=9",
+			want: urlConfig{scheme: Scheme, addrs: []string{"h:1"}, dialTimeout: 2 * time.Second, readTimeout: 3 * time.Second, writeTimeout: 4 * time.Second, poolSize: 9},
+			opts: options{keyPrefix: "app:", maxSubs: 7, waitReplicas: 2, waitTimeout: time.Second},
+		},
+		{
+			url:  "redis://h:1?wait_replicas=1",
+			want: urlConfig{scheme: Scheme, addrs: []string{"h:1"}},
+			opts: options{waitReplicas: 1, waitTimeout: defaultWaitTimeout},
+		},
+		{url: "redis://h:1?key_prefix=", want: urlConfig{scheme: Scheme, addrs: []string{"h:1"}}, opts: options{keyPrefix: ""}},
+		{
+			url:  "rediss://u:p@h:6380/2?tls_server_name=x&tls_insecure_skip_verify=true",
+			want: urlConfig{scheme: SchemeTLS, addrs: []string{"h:6380"}, username: "u", password: "p", db: 2},
+		},
+		{
+			url:  "redis+sentinel://:pw@s1:26379,s2,s3:26381/mymaster/4?sentinel_password=sp&sentinel_username=su",
+			want: urlConfig{scheme: SchemeSentinel, addrs: []string{"s1:26379", "s2:26379", "s3:26381"}, password: "pw", db: 4, master: "mymaster", sentinelUsername: "su", sentinelPassword: "sp"},
+		},
+		{url: "redis+sentinel://s1/m", want: urlConfig{scheme: SchemeSentinel, addrs: []string{"s1:26379"}, master: "m"}},
+		{url: "redis+cluster://h1:7000,h2:7001", want: urlConfig{scheme: SchemeCluster, addrs: []string{"h1:7000", "h2:7001"}}},
+		{url: "redis+cluster://u:p@h1:7000/", want: urlConfig{scheme: SchemeCluster, addrs: []string{"h1:7000"}, username: "u", password: "p"}},
+		{
+			url:  "redlock://h1,h2:6379,h3:6379/5?instance_timeout=20ms",
+			want: urlConfig{scheme: SchemeRedLock, addrs: []string{"h1:6379", "h2:6379", "h3:6379"}, db: 5},
+			opts: options{instanceTimeout: 20 * time.Millisecond},
+		},
+	} {
+		t.Run(tc.url, func(t *testing.T) {
+			u, err := url.Parse(tc.url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := parseURL(u)
+			if err != nil {
+				t.Fatalf("parseURL: %v", err)
+			}
+			got := *cfg
+			got.opts, got.tls = nil, nil
+			if !equalConfig(got, tc.want) {
+				t.Errorf("parseURL = %+v\nwant        %+v", got, tc.want)
+			}
+			o := options{}
+			if err := o.apply(cfg.opts); err != nil {
+				t.Fatalf("the URL's options: %v", err)
+			}
+			if o.keyPrefix != tc.opts.keyPrefix || o.maxSubs != tc.opts.maxSubs || o.waitReplicas != tc.opts.waitReplicas ||
+				o.waitTimeout != tc.opts.waitTimeout || o.instanceTimeout != tc.opts.instanceTimeout {
+				t.Errorf("options = %+v, want %+v", o, tc.opts)
+			}
+		})
+	}
+}
+
+func equalConfig(a, b urlConfig) bool {
+	return a.scheme == b.scheme && slices.Equal(a.addrs, b.addrs) && a.username == b.username &&
+		a.password == b.password && a.db == b.db && a.master == b.master &&
+		a.sentinelUsername == b.sentinelUsername && a.sentinelPassword == b.sentinelPassword &&
+		a.dialTimeout == b.dialTimeout && a.readTimeout == b.readTimeout &&
+		a.writeTimeout == b.writeTimeout && a.poolSize == b.poolSize
+}
+
+func TestParseURLErrors(t *testing.T) {
+	for _, tc := range []struct{ url, want string }{
+		{"redis://", "no host"},
+		{"redis:///0", "no host"},
+		{"redis:h:1", "want redis://"},
+		{"redis://h:1#frag", "fragment"},
+		{"redis://h1:1,h2:2", "one host only"},
+		{"rediss://h1:1,h2:2", "one host only"},
+		{"redis://h:0", "bad port"},
+		{"redis://h:99999", "bad port"},
+		{"redis://h:1,,h:2", "empty host"},
+		{"redis://:1", "empty host name"},
+		{"redis://h:1/x", "bad database number"},
+		{"redis://h:1/-1", "bad database number"},
+		{"redis://h:1/0/1", "bad path"},
+		{"redis://h:1?db=2", `unknown parameter "db"`},
+		{"redis://h:1?keyprefix=x", `unknown parameter "keyprefix"`},
+		{"redis://h:1?instance_timeout=1s", `unknown parameter "instance_timeout"`},
+		{"redis://h:1?tls_server_name=x", `unknown parameter "tls_server_name"`},
+		{"redis://h:1?key_prefix=a&key_prefix=b", "given 2 times"},
+		{"redis://h:1?key_prefix=%7Bx", "hash tag"},
+		{"redis://h:1?max_subscriptions=0", "bad max_subscriptions"},
+		{"redis://h:1?max_subscriptions=x", "bad max_subscriptions"},
+		{"redis://h:1?dial_timeout=5", "bad dial_timeout"},
+		{"redis://h:1?dial_timeout=-1s", "bad dial_timeout"},
+		{"redis://h:1?pool_size=0", "bad pool_size"},
+		{"redis://h:1?wait_replicas=-1", "bad wait_replicas"},
+		{"redis://h:1?wait_timeout=1s", "wait_timeout needs wait_replicas"},
+		{"redis://h:1?wait_replicas=1&wait_timeout=0s", "bad wait_timeout"},
+		{"redis://h:1?a=%zz", "bad query"},
+		{"rediss://h:1?tls_cert_file=c", "go together"},
+		{"rediss://h:1?tls_insecure_skip_verify=maybe", "bad tls_insecure_skip_verify"},
+		{"redis+sentinel://s1:26379", "no master name"},
+		{"redis+sentinel://s1:26379/m/x", "bad database number"},
+		{"redis+sentinel://s1:26379,s1:26379/m", "given twice"},
+		{"redis+cluster://h:1/0", "no database number"},
+		{"redis+cluster://h:1?sentinel_password=x", `unknown parameter "sentinel_password"`},
+		{"redlock://h1:1,h2:2", "at least 3"},
+		{"redlock://h1:1,h2:2,h3:3?max_subscriptions=3", `unknown parameter "max_subscriptions"`},
+		{"redlock://h1:1,h2:2,h3:3?wait_replicas=1", `unknown parameter "wait_replicas"`},
+		{"redlock://h1:1,h2:2,h3:3?instance_timeout=0s", "bad instance_timeout"},
+		{"memcache://h:1", "scheme"},
+	} {
+		t.Run(tc.url, func(t *testing.T) {
+			u, err := url.Parse(tc.url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = parseURL(u)
+			if err == nil {
+				t.Fatalf("parseURL(%q) = nil error, want one containing %q", tc.url, tc.want)
+			}
+			if !errors.Is(err, backend.ErrBadURL) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("parseURL(%q) = %v; want ErrBadURL containing %q", tc.url, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestOpenHidesThePassword opens URLs with a password that fail in every
+// way, through locker.Open and through Open.
+func TestOpenHidesThePassword(t *testing.T) {
+	t.Parallel()
+	const pw = "s3cr3t-pw"
+	for _, raw := range []string{
+		"redis://u:" + pw + "@127.0.0.1:1/0?dial_timeout=100ms", // nothing listens on port 1
+		"redis://u:" + pw + "@127.0.0.1:1/0?unknown=1",          // a bad parameter
+		"redis://u:" + pw + "@127.0.0.1:1/x",                    // a bad database
+		"redis+sentinel://:" + pw + "@127.0.0.1:1/m?dial_timeout=100ms&sentinel_password=" + pw,
+		"redis+cluster://u:" + pw + "@127.0.0.1:1?dial_timeout=100ms",
+		"redlock://u:" + pw + "@127.0.0.1:1,127.0.0.1:2,127.0.0.1:3?dial_timeout=100ms",
+		"rediss://u:" + pw + "@127.0.0.1:1?tls_ca_file=/nonexistent",
+		"redis://u:" + pw + "@127.0.0.1:1?sentinel_password=" + pw,
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second) // go-redis would retry dialling for seconds
+		defer cancel()
+		if c, err := locker.Open(ctx, raw); err == nil {
+			_ = c.Close()
+			t.Errorf("locker.Open(%s) succeeded", locker.Redact(raw))
+		} else if strings.Contains(err.Error(), pw) {
+			t.Errorf("locker.Open error shows the password: %v", err)
+		}
+		if d, err := Open(ctx, raw); err == nil {
+			_ = d.Close()
+			t.Errorf("Open(%s) succeeded", locker.Redact(raw))
+		} else if strings.Contains(err.Error(), pw) {
+			t.Errorf("Open error shows the password: %v", err)
+		}
+	}
+}
+
+// FuzzParseURL: parseURL never panics, accepts only what it can use, and
+// never puts the password in an error.
+func FuzzParseURL(f *testing.F) {
+	for _, s := range []string{
+		"redis://h:1/0", "rediss://u:p@h:1?tls_server_name=x", "redis+sentinel://a,b:2/m/1",
+		"redis+cluster://h1:1,h2:2", "redlock://a,b,c", "redis://h:1?wait_replicas=1&wait_timeout=1s",
+		"redis://u:pw@[::1]:1/2?key_prefix=x", "redlock://a,b,c?instance_timeout=1ms", "redis://:@:/",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		u, err := url.Parse(raw)
+		if err != nil {
+			return
+		}
+		cfg, err := parseURL(u)
+		pw, hasPW := "", false
+		if u.User != nil {
+			pw, hasPW = u.User.Password()
+		}
+		if err != nil {
+			if !errors.Is(err, backend.ErrBadURL) {
+				t.Fatalf("parseURL(%q) = %v, not ErrBadURL", raw, err)
+			}
+			if hasPW && len(pw) >= 6 && strings.Contains(err.Error(), pw) && !strings.Contains(strings.Replace(raw, pw, "", 1), pw) {
+				t.Fatalf("parseURL(%q) error shows the password: %v", raw, err)
+			}
+			return
+		}
+		if len(cfg.addrs) == 0 {
+			t.Fatalf("parseURL(%q) accepted a URL without hosts", raw)
+		}
+		if cfg.scheme == SchemeRedLock && len(cfg.addrs) < MinRedLockInstances {
+			t.Fatalf("parseURL(%q) accepted a RedLock of %d instances", raw, len(cfg.addrs))
+		}
+		if cfg.scheme == SchemeSentinel && cfg.master == "" {
+			t.Fatalf("parseURL(%q) accepted a Sentinel URL without a master", raw)
+		}
+		var o options
+		if err := o.apply(cfg.opts); err != nil {
+			t.Fatalf("parseURL(%q) accepted options that do not apply: %v", raw, err)
+		}
+	})
+}

@@ -1,0 +1,123 @@
+// Package zklock is the ZooKeeper driver of package locker: the lock recipe
+// of ZooKeeper's documentation and Apache Curator (protected ephemeral
+// sequential nodes), without the traps of go-zookeeper's zk.Lock.
+//
+//	import _ "github.com/golocker/locker/zklock"
+//
+//	c, err := locker.Open(ctx, "zk://10.0.0.1:2181,10.0.0.2:2181,10.0.0.3:2181/locks")
+//
+// or, on a connection the program already has (Close leaves it open):
+//
+//	d, err := zklock.New(conn, zklock.WithSessionTimeout(10*time.Second), zklock.WithPrefix("/locks"))
+//	c, err := locker.New(d)
+//
+// New needs the connection's session timeout, which go-zookeeper does not
+// expose: the timeout given to zk.Connect, or the server's maximum (20
+// ticks) if that is lower.
+//
+// # URLs
+//
+//	zk://[user:password@]host1:2181[,host2:2181...][/prefix][?param=value&...]
+//
+// The hosts are the ensemble's servers (port 2181 when omitted); the path
+// is the node under which the locks live (default /golocker); a user and
+// password authenticate with the digest scheme, and the Driver's nodes are
+// then created with every permission for their creator only
+// (zk.AuthACL(zk.PermAll)), so that every Driver sharing the locks needs
+// the same credentials; without them, world:anyone (WithACL changes
+// either). Parameters, of which any other is an error:
+//
+//	session_timeout=10s   session timeout asked for (WithSessionTimeout)
+//	connect_timeout=5s    bound on Open's first exchange with the ensemble (WithConnectTimeout)
+//
+// The server keeps a session timeout between 2 and 20 ticks (4s to 40s with
+// the default tickTime); Open uses the timeout the server granted. The
+// password never appears in an error.
+//
+// # How it works
+//
+// Lock name n is the node prefix/n ('/', '%', "." and "..", and the
+// characters ZooKeeper refuses in a node name, are escaped as %XX). Each
+// owner that holds or waits for n has one ephemeral sequential node under
+// it, _c_<guid>-lock-<sequence>, as Curator names them; the lowest sequence
+// holds the lock.
+//
+//   - Lock creates the owner's node. When the connection drops with the
+//     create in flight, the create may or may not have been applied: the
+//     node is looked up by its GUID once the client is connected again,
+//     instead of creating a second one, which would block the lock for as
+//     long as the session lives.
+//   - A waiter watches only the next lower node — a release wakes one
+//     waiter, the next in arrival order — and its own node, so that it
+//     learns at once if that goes.
+//   - TryLock creates a node only when the lock has none, and deletes it
+//     if it is not the lowest (so that crowds of TryLocks cannot keep each
+//     other out for ever).
+//   - The caller's ctx is honoured while waiting and during every request
+//     (go-zookeeper's requests take no context: one that is abandoned
+//     finishes on its own goroutine). Every failure and cancellation deletes
+//     the node before returning, with a context of its own bounded to 2s; a
+//     create in flight when ctx ends is given those 2s to finish, then
+//     cleaned up in the background. A node whose deletion fails is deleted
+//     by the Driver's heartbeat while the session lives.
+//   - Unlock deletes the node: its path (GUID and sequence) belongs to this
+//     hold and no other.
+//
+// The lock's node is created when missing, as a container node, which the
+// server deletes once it has been empty for a while (its container check
+// runs every minute by default): empty parents clean themselves up. The
+// prefix's own nodes are persistent. Container nodes need ZooKeeper 3.5.3
+// or later.
+//
+// # Capabilities
+//
+// Fencing: the token is the node's czxid, the transaction id that created
+// it; sequence numbers start again when a lock's node is deleted and
+// re-created, czxids never do. Notify and FIFO, as above;
+// backend.QueueInspector.Waiters counts the lock's nodes but the holder's.
+// LostSignal, SessionLease and Expiry: see below. Inspect: Holds lists the
+// lowest node of each lock (Expires is zero: a hold lasts as long as its
+// session), ForceRelease deletes it and its owner's Lost closes.
+// CrossProcess.
+//
+// The session, not package locker, keeps holds alive: Request.TTL and
+// locker.WithTTL do not change how long a hold lives (WithFixedLease still
+// ends one at its TTL: package locker releases it then). The session of a
+// Driver whose process dies expires after its timeout, and its nodes with
+// it.
+//
+// # When a hold is lost
+//
+// Lost closes when the node is deleted (ForceRelease, an operator) and
+// when the session is lost. The Driver sends a sync every fifth of the
+// session timeout (a sync goes through the ensemble's leader, so a server
+// cut off from the quorum cannot answer it); a session that answered a
+// request sent at time t cannot expire before t plus its timeout. The
+// Driver declares it lost a fifth of the timeout before that when no newer
+// request was answered, so that an owner cut off from the ensemble hears of
+// it before another owner can be granted its lock; it also declares it
+// lost as soon as the client learns that the server expired it.
+//
+// A lost session is never papered over. go-zookeeper opens a new session
+// by itself after an expiry: the Driver uses it for new acquisitions only,
+// and every hold of the old session stays lost. A session that was declared
+// lost but turns out alive when the ensemble answers again is treated the
+// same way: its holds stay lost, and the Driver deletes their nodes.
+//
+// Limits. The server restarts a session's countdown when a server that the
+// client talks to hears from it; a follower reports that to the leader
+// within half a tick, which the margin covers when the session timeout is
+// at least 3 ticks. The clocks of the owner and of the ensemble are
+// assumed to run at the same rate (not to agree), to within the margin. And
+// nothing can help a process that does not run: an owner paused longer
+// than the session timeout — a long GC, a VM migration, SIGSTOP — learns
+// that its hold is lost only when it resumes (at once, then), and another
+// owner may hold the lock by then; if it goes on to write to the resource
+// the lock guards, it writes without the lock. Fencing tokens make that
+// harmless: pass Mutex.Token with every write, and have the resource refuse
+// a token lower than the highest it has seen — the paused owner's token is
+// lower than its successor's.
+//
+// Close ends the session if Open made the connection, which deletes at once
+// whatever the Driver still held.
+package zklock

@@ -1,0 +1,31 @@
+package zklock
+
+import "github.com/go-zookeeper/zk"
+
+// Hooks for the tests of package zklock_test.
+
+// WithDialer makes Open connect through dial, so that a test can cut the
+// connection.
+func WithDialer(dial zk.Dialer) Option { return withDialer(dial) }
+
+// Crash makes d delete nothing from now on, as a process that died would;
+// the test cuts its connection.
+func Crash(d *Driver) { d.crashed.Store(true) }
+
+// PredecessorEvents returns how many watch events d's waiters received on
+// their predecessors' nodes.
+func PredecessorEvents(d *Driver) int64 { return d.predEvents.Load() }
+
+// Watching returns how many of d's waiters are blocked on a watch.
+func Watching(d *Driver) int64 { return d.watching.Load() }
+
+// Recovered returns how many nodes d found again by their GUID after a
+// connection loss.
+func Recovered(d *Driver) int64 { return d.recovered.Load() }
+
+// Dir returns the node of a lock name, whose children are its holder and
+// waiters.
+func Dir(d *Driver, name string) string { return d.dir(name) }
+
+// SessionTimeout returns the session timeout d works with.
+func SessionTimeout(d *Driver) int64 { return int64(d.sessionTimeout()) }

@@ -1,0 +1,159 @@
+package zklock
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// Defaults of the options.
+const (
+	// DefaultPrefix is the node under which locks live unless the URL's
+	// path or WithPrefix says otherwise.
+	DefaultPrefix = "/golocker"
+	// DefaultSessionTimeout is the session timeout Open asks for unless
+	// WithSessionTimeout says otherwise.
+	DefaultSessionTimeout = 10 * time.Second
+	// DefaultConnectTimeout bounds Open's first exchange with the ensemble.
+	DefaultConnectTimeout = 5 * time.Second
+)
+
+// cleanupTimeout bounds the deletion of a node whose acquisition failed or
+// was given up (ctx ended), so that an ensemble that does not answer cannot
+// hang the caller. A node whose deletion fails is deleted later by the
+// Driver's heartbeat, or goes with its session.
+const cleanupTimeout = 2 * time.Second
+
+// Option configures a Driver (New, Open). An option that does not apply to
+// the constructor it is given to is an error, not ignored.
+type Option func(*options) error
+
+type options struct {
+	prefix         string
+	sessionTimeout time.Duration
+	timeoutSet     bool
+	connectTimeout time.Duration
+	acl            []zk.ACL
+	dialer         zk.Dialer // tests: a connection they can cut
+
+	openOnly []string // Open-only options that were set, to refuse them in New
+}
+
+func defaultOptions() options {
+	return options{prefix: DefaultPrefix, sessionTimeout: DefaultSessionTimeout, connectTimeout: DefaultConnectTimeout}
+}
+
+func (o *options) apply(opts []Option) error {
+	for _, f := range opts {
+		if f == nil {
+			continue
+		}
+		if err := f(o); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// errOption is wrapped by every invalid option value.
+var errOption = errors.New("zklock: invalid option")
+
+// WithPrefix sets the node under which the Driver keeps its locks (default
+// DefaultPrefix): lock name n is the node prefix/n, whose children are its
+// holder and waiters. Drivers that must see each other's locks need the
+// same prefix. It must be a ZooKeeper path other than "/", outside
+// /zookeeper, without a trailing '/'. URL: the path, as in
+// zk://host:2181/locks.
+func WithPrefix(prefix string) Option {
+	return func(o *options) error {
+		p, err := cleanPrefix(prefix)
+		if err != nil {
+			return fmt.Errorf("%w: %v", errOption, err)
+		}
+		o.prefix = p
+		return nil
+	}
+}
+
+// cleanPrefix validates a prefix; "" and "/" mean DefaultPrefix.
+func cleanPrefix(p string) (string, error) {
+	if p == "" || p == "/" {
+		return DefaultPrefix, nil
+	}
+	if !strings.HasPrefix(p, "/") || strings.HasSuffix(p, "/") {
+		return "", fmt.Errorf("prefix %q must begin with '/' and not end with it", p)
+	}
+	if p == "/zookeeper" || strings.HasPrefix(p, "/zookeeper/") {
+		return "", fmt.Errorf("prefix %q is ZooKeeper's own", p)
+	}
+	for _, seg := range strings.Split(p[1:], "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return "", fmt.Errorf("prefix %q has an empty, . or .. segment", p)
+		}
+		for _, r := range seg {
+			if forbidden(r) {
+				return "", fmt.Errorf("prefix %q has a character ZooKeeper does not allow (%U)", p, r)
+			}
+		}
+	}
+	return p, nil
+}
+
+// WithSessionTimeout sets the ZooKeeper session timeout. For Open it is
+// the timeout asked for (default DefaultSessionTimeout; the server keeps it
+// between 2 and 20 ticks, and the Driver uses what the server granted). For
+// New it is required: the timeout of the connection given, which the Driver
+// cannot read from it. A session whose server stays out of reach for this
+// long expires, and with it every lock of the Driver. URL parameter:
+// session_timeout.
+func WithSessionTimeout(d time.Duration) Option {
+	return func(o *options) error {
+		if d < 10*time.Millisecond {
+			return fmt.Errorf("%w: session timeout %v, must be at least 10ms", errOption, d)
+		}
+		o.sessionTimeout, o.timeoutSet = d, true
+		return nil
+	}
+}
+
+// WithConnectTimeout bounds Open's first exchange with the ensemble
+// (default DefaultConnectTimeout). URL parameter: connect_timeout. Only for
+// Open.
+func WithConnectTimeout(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: connect timeout %v, must be positive", errOption, d)
+		}
+		o.connectTimeout = d
+		o.openOnly = append(o.openOnly, "WithConnectTimeout")
+		return nil
+	}
+}
+
+// WithACL sets the ACL of the nodes the Driver creates. The default is
+// world:anyone with every permission, or, when the URL has digest
+// credentials, every permission for the authenticated creator
+// (zk.AuthACL(zk.PermAll)) — every Driver sharing the locks must then use
+// the same credentials.
+func WithACL(acl []zk.ACL) Option {
+	return func(o *options) error {
+		if len(acl) == 0 {
+			return fmt.Errorf("%w: empty ACL", errOption)
+		}
+		o.acl = acl
+		return nil
+	}
+}
+
+// withDialer makes Open connect through dial (tests cut connections with
+// it).
+func withDialer(dial zk.Dialer) Option {
+	return func(o *options) error {
+		o.dialer = dial
+		o.openOnly = append(o.openOnly, "withDialer")
+		return nil
+	}
+}

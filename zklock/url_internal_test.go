@@ -1,0 +1,276 @@
+package zklock
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/golocker/locker"
+	"github.com/golocker/locker/backend"
+)
+
+// parsed is what a test compares of a URL: its config and the options its
+// parameters set.
+type parsed struct {
+	servers            []string
+	username, password string
+	prefix             string
+	sessionTimeout     time.Duration
+	connectTimeout     time.Duration
+}
+
+func parse(t *testing.T, raw string) (parsed, error) {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatalf("url.Parse(%q): %v", raw, err)
+	}
+	cfg, err := parseURL(u)
+	if err != nil {
+		return parsed{}, err
+	}
+	o := defaultOptions()
+	if err := o.apply(cfg.opts); err != nil {
+		t.Fatalf("the URL's options: %v", err)
+	}
+	return parsed{
+		servers: cfg.servers, username: cfg.username, password: cfg.password,
+		prefix: o.prefix, sessionTimeout: o.sessionTimeout, connectTimeout: o.connectTimeout,
+	}, nil
+}
+
+func TestParseURL(t *testing.T) {
+	for _, tc := range []struct {
+		url  string
+		want parsed
+	}{
+		{"zk://127.0.0.1:2181", parsed{servers: []string{"127.0.0.1:2181"}}},
+		{"zk://localhost", parsed{servers: []string{"localhost:2181"}}},
+		{"ZK://h1:1,h2:2,h3:3/", parsed{servers: []string{"h1:1", "h2:2", "h3:3"}}},
+		{"zk://h1,h2:2", parsed{servers: []string{"h1:2181", "h2:2"}}},
+		{"zk://[::1]:7/locks", parsed{servers: []string{"[::1]:7"}, prefix: "/locks"}},
+		{"zk://h:1/a/b/", parsed{servers: []string{"h:1"}, prefix: "/a/b"}},
+		{"zk://h:1/sp%20ace", parsed{servers: []string{"h:1"}, prefix: "/sp ace"}},
+		{"zk://u:p%40ss@h:1", parsed{servers: []string{"h:1"}, username: "u", password: "p@ss"}},
+		{"zk://h:1?session_timeout=4s&connect_timeout=250ms", parsed{servers: []string{"h:1"}, sessionTimeout: 4 * time.Second, connectTimeout: 250 * time.Millisecond}},
+		{"zk://h:1?session_timeout=1500ms", parsed{servers: []string{"h:1"}, sessionTimeout: 1500 * time.Millisecond}},
+	} {
+		t.Run(tc.url, func(t *testing.T) {
+			got, err := parse(t, tc.url)
+			if err != nil {
+				t.Fatalf("parseURL: %v", err)
+			}
+			want := tc.want
+			if want.prefix == "" {
+				want.prefix = DefaultPrefix
+			}
+			if want.sessionTimeout == 0 {
+				want.sessionTimeout = DefaultSessionTimeout
+			}
+			if want.connectTimeout == 0 {
+				want.connectTimeout = DefaultConnectTimeout
+			}
+			if !slices.Equal(got.servers, want.servers) || got.username != want.username || got.password != want.password ||
+				got.prefix != want.prefix || got.sessionTimeout != want.sessionTimeout || got.connectTimeout != want.connectTimeout {
+				t.Errorf("parseURL = %+v\nwant       %+v", got, want)
+			}
+		})
+	}
+}
+
+func TestParseURLErrors(t *testing.T) {
+	for _, tc := range []struct{ url, want string }{
+		{"etcd://h:1", "want zk://"},
+		{"zk:h:1", "want zk://"},
+		{"zk://", "no host"},
+		{"zk:///locks", "no host"},
+		{"zk://h:1#frag", "fragment"},
+		{"zk://h:0", "bad port"},
+		{"zk://h:1,,h:2", "empty host"},
+		{"zk://:1", "empty host name"},
+		{"zk://h:1,h:1", "given twice"},
+		{"zk://:secret@h:1", "password without a user name"},
+		{"zk://h:1/a//b", "empty, . or .. segment"},
+		{"zk://h:1/a/./b", "empty, . or .. segment"},
+		{"zk://h:1/zookeeper", "ZooKeeper's own"},
+		{"zk://h:1/zookeeper/quota", "ZooKeeper's own"},
+		{"zk://h:1/a%01b", "does not allow"},
+		{"zk://h:1?chroot=/x", `unknown parameter "chroot"`},
+		{"zk://h:1?session_timeout=1s&session_timeout=2s", "given 2 times"},
+		{"zk://h:1?session_timeout=10", "bad session_timeout"},
+		{"zk://h:1?session_timeout=1ms", "at least 10ms"},
+		{"zk://h:1?connect_timeout=0s", "bad connect_timeout"},
+		{"zk://h:1?a=%zz", "bad query"},
+	} {
+		t.Run(tc.url, func(t *testing.T) {
+			_, err := parse(t, tc.url)
+			if err == nil {
+				t.Fatal("parseURL succeeded")
+			}
+			if !errors.Is(err, backend.ErrBadURL) {
+				t.Errorf("error %v does not wrap ErrBadURL", err)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q does not say %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), "secret") {
+				t.Errorf("error %q shows the password", err)
+			}
+		})
+	}
+}
+
+// TestOpenErrorsHideThePassword opens URLs that fail after parsing and
+// checks that the password appears in no error, through Open and through
+// locker.Open.
+func TestOpenErrorsHideThePassword(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, raw := range []string{
+		"zk://u:Pa55-w0rd@127.0.0.1:1?connect_timeout=300ms",
+		"zk://u:Pa55-w0rd@h:1/a//b",
+		"zk://u:Pa55-w0rd@127.0.0.1:1?%zz",
+	} {
+		if _, err := Open(ctx, raw); err == nil || strings.Contains(err.Error(), "Pa55-w0rd") {
+			t.Errorf("Open(%s) = %v, want an error without the password", locker.Redact(raw), err)
+		}
+		if _, err := locker.Open(ctx, raw); err == nil || strings.Contains(err.Error(), "Pa55-w0rd") {
+			t.Errorf("locker.Open(%s) = %v, want an error without the password", locker.Redact(raw), err)
+		}
+	}
+}
+
+func TestOptions(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opt  Option
+		want string
+	}{
+		{"session timeout too short", WithSessionTimeout(time.Millisecond), "at least 10ms"},
+		{"prefix without a slash", WithPrefix("locks"), "must begin with '/'"},
+		{"prefix under /zookeeper", WithPrefix("/zookeeper/x"), "ZooKeeper's own"},
+		{"empty ACL", WithACL(nil), "empty ACL"},
+		{"zero connect timeout", WithConnectTimeout(0), "must be positive"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := defaultOptions()
+			err := o.apply([]Option{tc.opt})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("apply = %v, want an error saying %q", err, tc.want)
+			}
+		})
+	}
+	if _, err := New(nil, WithSessionTimeout(time.Second)); err == nil {
+		t.Error("New(nil) succeeded")
+	}
+}
+
+func TestEscape(t *testing.T) {
+	for _, s := range []string{"a", ".", "..", "...", "a.b", "a/b", "%", "%2F", "ünï/cødé%25", "//", "emoji-🔒", "ctl-\x01\x1f\x7f\u0085", "priv-\ue000", "\ufff0\uffff", "zookeeper"} {
+		e := escape(s)
+		if e == "." || e == ".." || strings.Contains(e, "/") {
+			t.Errorf("escape(%q) = %q, not a node name", s, e)
+		}
+		for _, r := range e {
+			if forbidden(r) {
+				t.Errorf("escape(%q) = %q keeps %U", s, e, r)
+			}
+		}
+		if got, ok := unescape(e); !ok || got != s {
+			t.Errorf("unescape(escape(%q)) = %q, %v", s, got, ok)
+		}
+	}
+	for _, bad := range []string{"%", "%2", "%zz", "%FF"} {
+		if _, ok := unescape(bad); ok {
+			t.Errorf("unescape(%q) succeeded", bad)
+		}
+	}
+}
+
+func TestLockNodes(t *testing.T) {
+	got := lockNodes([]string{
+		"_c_b-lock-0000000010", "stray", "_c_a-lock-0000000002", "_c_c-lock-x", "x-lock-0000000001", "_c_d-lock-0000000003",
+	})
+	var names []string
+	for _, n := range got {
+		names = append(names, n.name)
+	}
+	if want := []string{"_c_a-lock-0000000002", "_c_d-lock-0000000003", "_c_b-lock-0000000010"}; !slices.Equal(names, want) {
+		t.Errorf("lockNodes = %v, want %v", names, want)
+	}
+}
+
+// FuzzParseURL checks that no URL makes the parser panic, that every error
+// wraps ErrBadURL and hides the password, and that what it accepts is
+// usable.
+func FuzzParseURL(f *testing.F) {
+	for _, s := range []string{
+		"zk://h:1", "zk://u:pw@h1:1,h2:2/p?session_timeout=2s", "zk://[::1]:7/a/b",
+		"zk://h:1?connect_timeout=1s", "zk://h:1/%2E", "zk://,", "zk://h/zookeeper",
+	} {
+		f.Add(s)
+	}
+	const secret = "S3cr3t-Pw"
+	f.Fuzz(func(t *testing.T, raw string) {
+		u, err := url.Parse(raw)
+		if err != nil {
+			return
+		}
+		if u.User != nil {
+			if _, has := u.User.Password(); has {
+				u.User = url.UserPassword(u.User.Username(), secret)
+			}
+		}
+		cfg, err := parseURL(u)
+		if err != nil {
+			if !errors.Is(err, backend.ErrBadURL) {
+				t.Fatalf("parseURL(%q): %v does not wrap ErrBadURL", u, err)
+			}
+			if strings.Contains(err.Error(), secret) {
+				t.Fatalf("parseURL(%q): %v shows the password", u, err)
+			}
+			return
+		}
+		if len(cfg.servers) == 0 {
+			t.Fatalf("parseURL(%q) accepted no server", u)
+		}
+		o := defaultOptions()
+		if err := o.apply(cfg.opts); err != nil {
+			t.Fatalf("parseURL(%q) accepted options that do not apply: %v", u, err)
+		}
+		if p, err := cleanPrefix(o.prefix); err != nil || p != o.prefix {
+			t.Fatalf("parseURL(%q) accepted prefix %q: %v", u, o.prefix, err)
+		}
+	})
+}
+
+// FuzzEscape checks that every lock name becomes a node name without the
+// characters ZooKeeper refuses (TestNamesZooKeeperRefuses checks those
+// against a server) that maps back to it.
+func FuzzEscape(f *testing.F) {
+	for _, s := range []string{"a", ".", "..", "a/b", "%41", "🔒", "\x7f"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		if name == "" || !utf8.ValidString(name) || strings.ContainsRune(name, 0) {
+			return // package locker refuses these
+		}
+		e := escape(name)
+		if e == "." || e == ".." || strings.Contains(e, "/") {
+			t.Fatalf("escape(%q) = %q, not a node name", name, e)
+		}
+		for _, r := range e {
+			if forbidden(r) {
+				t.Fatalf("escape(%q) = %q keeps %U", name, e, r)
+			}
+		}
+		if got, ok := unescape(e); !ok || got != name {
+			t.Fatalf("unescape(escape(%q)) = %q, %v", name, got, ok)
+		}
+	})
+}
