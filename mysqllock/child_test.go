@@ -21,10 +21,25 @@ import (
 // TestMain run a worker instead of the tests.
 const childEnv = "MYSQLLOCK_TEST_CHILD"
 
-// runChild is a worker process of TestSQLiteAcrossProcesses: it takes the
-// lock of MYSQLLOCK_TEST_URL MYSQLLOCK_TEST_ROUNDS times and, while it
-// holds it, appends "enter" and "exit" lines to MYSQLLOCK_TEST_LOG.
+// runChild is a child process of the SQLite tests. "sqlite-open" opens
+// MYSQLLOCK_TEST_URL and closes it. "sqlite-worker" (of
+// TestSQLiteAcrossProcesses) takes the lock of MYSQLLOCK_TEST_URL
+// MYSQLLOCK_TEST_ROUNDS times and, while it holds it, appends "enter" and
+// "exit" lines to MYSQLLOCK_TEST_LOG.
 func runChild(role string) int {
+	if role == "sqlite-open" {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		d, err := mysqllock.Open(ctx, os.Getenv("MYSQLLOCK_TEST_URL"))
+		if err == nil {
+			err = d.Close()
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		return 0
+	}
 	if role != "sqlite-worker" {
 		fmt.Fprintf(os.Stderr, "unknown child role %q\n", role)
 		return 2
@@ -138,5 +153,36 @@ func TestSQLiteAcrossProcesses(t *testing.T) {
 	d := open(t, url)
 	if got := d.Dialect(); got != mysqllock.DialectSQLite {
 		t.Errorf("Dialect = %q", got)
+	}
+}
+
+// TestSQLiteConcurrentFirstOpen starts processes that open one new SQLite
+// file at the same moment, as services started together do. Switching a
+// new file to WAL takes SQLite's exclusive lock without waiting for it,
+// and every open must still succeed (before openURL retried a busy file,
+// about one process in a hundred failed with SQLITE_BUSY here).
+func TestSQLiteConcurrentFirstOpen(t *testing.T) {
+	t.Parallel()
+	const files, procs = 10, 4
+	ctx := testCtx(t, 2*time.Minute)
+	for i := range files {
+		url := "sqlite://" + filepath.ToSlash(filepath.Join(t.TempDir(), "new", "locks.db"))
+		errs := make(chan error, procs)
+		for range procs {
+			cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
+			cmd.Env = append(os.Environ(), childEnv+"=sqlite-open", "MYSQLLOCK_TEST_URL="+url)
+			go func() {
+				out, err := cmd.CombinedOutput()
+				if err != nil {
+					err = fmt.Errorf("%v: %s", err, out)
+				}
+				errs <- err
+			}()
+		}
+		for range procs {
+			if err := <-errs; err != nil {
+				t.Errorf("file %d: %v", i, err)
+			}
+		}
 	}
 }

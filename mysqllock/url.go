@@ -70,7 +70,8 @@ type target struct {
 	maxConns  int
 	opts      []Option
 
-	sqlitePath string // the database file, for SQLite
+	sqlitePath  string        // the database file, for SQLite
+	busyTimeout time.Duration // SQLite's busy_timeout
 }
 
 func openURL(ctx context.Context, u *url.URL, extra []Option) (*Driver, error) {
@@ -85,6 +86,30 @@ func openURL(ctx context.Context, u *url.URL, extra []Option) (*Driver, error) {
 			return nil, fmt.Errorf("mysqllock: sqlite: %w", err)
 		}
 	}
+	if t.sqlitePath == "" {
+		return openOnce(ctx, t, extra)
+	}
+	// Switching a new SQLite file to WAL takes its exclusive lock, and a
+	// process that meets another one doing it gets SQLITE_BUSY at once
+	// (SQLite does not wait for that lock, whatever busy_timeout says).
+	// Processes started together are normal, so opening retries a busy
+	// file for as long as a statement would wait.
+	deadline := time.Now().Add(t.busyTimeout)
+	for pause := 5 * time.Millisecond; ; pause = min(2*pause, 100*time.Millisecond) {
+		d, err := openOnce(ctx, t, extra)
+		if err == nil || !retryable(err) || time.Now().Add(pause).After(deadline) {
+			return d, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("mysqllock: open %s: %w (after: %w)", t.dialect, ctx.Err(), err)
+		case <-time.After(pause):
+		}
+	}
+}
+
+// openOnce opens the database of t and a Driver on it.
+func openOnce(ctx context.Context, t *target, extra []Option) (*Driver, error) {
 	gdb, err := gorm.Open(t.dialector, &gorm.Config{
 		Logger:                 logger.Discard,
 		DisableAutomaticPing:   true,
@@ -315,6 +340,7 @@ func (t *target) sqlite(u *url.URL, p url.Values, busyTimeout time.Duration) err
 	path = filepath.Clean(path)
 	t.dialect = DialectSQLite
 	t.sqlitePath = path
+	t.busyTimeout = busyTimeout
 	// One connection per process: statements queue in database/sql
 	// instead of polling SQLite's file lock against each other; other
 	// processes are kept in order by the lock and busy_timeout.
