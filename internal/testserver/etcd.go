@@ -132,7 +132,7 @@ election-timeout: 500
 unsafe-no-fsync: true
 enable-grpc-gateway: true
 logger: zap
-log-level: warn
+log-level: error
 log-outputs: [stderr]
 `, m.Name, filepath.Join(dir, "data"), m.ClientAddr, m.ClientAddr, m.PeerAddr, m.PeerAddr,
 			strings.Join(cluster, ","), token)

@@ -26,6 +26,8 @@ const (
 	stopGrace           = 10 * time.Second
 	killWait            = 10 * time.Second
 	logTailLines        = 50
+	sharedLogTailLines  = 10
+	maxLogLine          = 300 // bytes of one log line in a tail
 	// callTimeout bounds one request of a readiness check or fault hook, so
 	// that a paused server makes it fail instead of hang.
 	callTimeout = 2 * time.Second
@@ -283,7 +285,14 @@ func (p *Process) cleanup(t TB) {
 		t.Logf("testserver: process %s had exited by itself before the test ended (%v)", p.spec.Name, p.exitErr())
 	}
 	if t.Failed() {
-		t.Logf("testserver: last lines of %s (%s):\n%s", p.spec.Name, p.logPath, p.LogTail(logTailLines))
+		// A shared server's log comes after the output of every test of
+		// the package; a short tail keeps the failing test's own messages
+		// in sight at the end of a CI log.
+		n := logTailLines
+		if _, shared := t.(*Shared); shared {
+			n = sharedLogTailLines
+		}
+		t.Logf("testserver: last lines of %s (%s):\n%s", p.spec.Name, p.logPath, p.LogTail(n))
 	}
 }
 
@@ -469,6 +478,11 @@ func (p *Process) LogTail(n int) string {
 	lines := bytes.Split(bytes.TrimRight(b, "\n"), []byte("\n"))
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
+	}
+	for i, l := range lines {
+		if len(l) > maxLogLine {
+			lines[i] = append(l[:maxLogLine:maxLogLine], " …"...)
+		}
 	}
 	return string(bytes.Join(lines, []byte("\n")))
 }
