@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,13 +24,17 @@ const demoWorkerCmd = "demo-worker"
 
 // Demo timing: the paused worker is frozen for pauseFactor leases, long
 // enough for its lease to run out and for others to write after it.
+// Workers go round until demo closes their stdin (once the frozen worker
+// has written after waking up), at most demoMaxRounds times: a fixed
+// number of rounds let the others finish before a worker that started
+// late was even frozen, and nobody was left to take the lock from it.
 const (
-	demoWorkers = 3
-	demoRounds  = 4
-	demoTTL     = time.Second
-	demoHold    = 100 * time.Millisecond
-	pauseFactor = 2.5
-	victim      = 1
+	demoWorkers   = 3
+	demoMaxRounds = 300
+	demoTTL       = time.Second
+	demoHold      = 100 * time.Millisecond
+	pauseFactor   = 2.5
+	victim        = 1
 )
 
 // event is one line a worker prints on its stdout.
@@ -86,6 +91,13 @@ func cmdDemo(ctx context.Context, g globals, args []string, e env) error {
 	defer cancel()
 	events := make(chan event, 64)
 	procs := make([]*exec.Cmd, demoWorkers)
+	stdins := make([]io.Closer, demoWorkers)
+	stopWorkers := func() {
+		for _, in := range stdins {
+			_ = in.Close()
+		}
+	}
+	defer stopWorkers()
 	var readers sync.WaitGroup
 	for w := range demoWorkers {
 		cmd := exec.CommandContext(ctx, self, demoWorkerCmd, "--ledger", led.path, "--id", strconv.Itoa(w), "--name", name)
@@ -95,6 +107,9 @@ func cmdDemo(ctx context.Context, g globals, args []string, e env) error {
 		cmd.Stderr = e.stderr
 		out, err := cmd.StdoutPipe()
 		if err != nil {
+			return fail(exitFailure, "demo: %v", err)
+		}
+		if stdins[w], err = cmd.StdinPipe(); err != nil {
 			return fail(exitFailure, "demo: %v", err)
 		}
 		if err := cmd.Start(); err != nil {
@@ -122,7 +137,7 @@ func cmdDemo(ctx context.Context, g globals, args []string, e env) error {
 	say := func(at time.Time, who, format string, args ...any) {
 		fmt.Fprintf(e.stdout, "%+8dms  %-9s %s\n", at.Sub(start).Milliseconds(), who, fmt.Sprintf(format, args...))
 	}
-	paused := false
+	paused, resumed := false, false
 	var resume <-chan time.Time
 	refusedVictim, victimTold := false, false
 	for events != nil || resume != nil {
@@ -154,8 +169,13 @@ func cmdDemo(ctx context.Context, g globals, args []string, e env) error {
 			case "error":
 				say(at, who, "error: %s", ev.Msg)
 			}
+			if ev.W == victim && resumed && (ev.Ev == "accepted" || ev.Ev == "refused") {
+				// The frozen worker has made its write: the workers end
+				// their current round and exit.
+				stopWorkers()
+			}
 		case <-resume:
-			resume = nil
+			resume, resumed = nil, true
 			_ = procs[victim].Process.Signal(syscall.SIGCONT)
 			say(time.Now(), "demo", "SIGCONT worker-%d: it wakes up believing it still holds the lock", victim)
 		}
@@ -189,7 +209,8 @@ func cmdDemo(ctx context.Context, g globals, args []string, e env) error {
 }
 
 // cmdDemoWorker is one demo worker: rounds of lock, work, fenced write,
-// unlock. It reports each step as a JSON line on stdout.
+// unlock, until its stdin ends. It reports each step as a JSON line on
+// stdout.
 func cmdDemoWorker(ctx context.Context, g globals, args []string, e env) error {
 	fs := newFlags(demoWorkerCmd, &g)
 	path := fs.String("ledger", "", "ledger file")
@@ -209,7 +230,19 @@ func cmdDemoWorker(ctx context.Context, g globals, args []string, e env) error {
 	}
 	defer c.Close()
 	led := &ledger{path: *path}
-	for range demoRounds {
+	stop := make(chan struct{})
+	if e.stdin != nil {
+		go func() {
+			_, _ = io.Copy(io.Discard, e.stdin)
+			close(stop)
+		}()
+	}
+	for range demoMaxRounds {
+		select {
+		case <-stop:
+			return nil
+		default:
+		}
 		m := c.NewMutex(*name)
 		if err := m.Lock(ctx); err != nil {
 			emit("error", 0, err.Error())
