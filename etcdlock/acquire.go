@@ -54,10 +54,6 @@ func (d *Driver) acquireIn(ctx context.Context, s *session, r backend.Request) (
 	if !r.Wait {
 		free = clientv3.Compare(clientv3.CreateRevision(pfx), "=", 0).WithPrefix() // no key at all
 	}
-	// The watch that will report the key's deletion during a hold is set
-	// up alongside the transaction that creates the key: one round trip
-	// for both when the lock is free.
-	ownW := d.watchOwn(key)
 	// The write outlives ctx by a grace period, so that a caller who gives
 	// up while it is in flight still learns whether it took effect.
 	gctx, done := grace(ctx, cleanupTimeout)
@@ -69,7 +65,6 @@ func (d *Driver) acquireIn(ctx context.Context, s *session, r backend.Request) (
 		Commit()
 	done()
 	if err != nil {
-		d.discard(ownW)
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 			s.end(errors.New("the session's lease expired on the server"))
 			return nil, errSessionEnded
@@ -80,13 +75,6 @@ func (d *Driver) acquireIn(ctx context.Context, s *session, r backend.Request) (
 		return nil, ctxErr(ctx, err)
 	}
 	rev := resp.Header.Revision
-	low := resp.Responses[1].GetResponseRange().Kvs
-	if !resp.Succeeded || len(low) == 0 || low[0].CreateRevision != rev {
-		// Not granted at once: the hold, if it comes, watches from its
-		// grant.
-		d.drop(ctx, ownW)
-		ownW = nil
-	}
 	if !resp.Succeeded {
 		kvs := resp.Responses[0].GetResponseRange().Kvs
 		switch {
@@ -100,16 +88,10 @@ func (d *Driver) acquireIn(ctx context.Context, s *session, r backend.Request) (
 		rev = kvs[0].CreateRevision
 	}
 	if ctx.Err() != nil {
-		if ownW != nil {
-			d.discard(ownW)
-		}
 		d.remove(ctx, s, key, rev)
 		return nil, ctx.Err()
 	}
-	if ownW != nil {
-		return d.grantedWatched(ctx, s, key, rev, start, ownW)
-	}
-	if len(low) > 0 && low[0].CreateRevision == rev {
+	if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) > 0 && kvs[0].CreateRevision == rev {
 		return d.granted(ctx, s, key, rev, start)
 	}
 	if !r.Wait {
@@ -215,126 +197,32 @@ func (d *Driver) awaitDeletion(ctx context.Context, s *session, pred string, fro
 	}
 }
 
-// ownWatch is a watch on an acquisition's own key, started before the key
-// exists: it reports the events after revision from.
-type ownWatch struct {
-	ch     clientv3.WatchChan
-	cancel context.CancelFunc
-	from   int64
-	err    error // set up failed: no watch
-}
-
-// watchOwn starts a watch on key, which the acquisition is about to
-// create, and delivers it once the server has confirmed it. Every watch
-// it delivers must be passed to drop, discard or a lease.
-func (d *Driver) watchOwn(key string) <-chan ownWatch {
-	res := make(chan ownWatch, 1)
-	if !d.goBackground(func() {
-		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(d.ctx))
-		ch := d.cli.Watch(wctx, key, clientv3.WithFilterPut(), clientv3.WithCreatedNotify())
-		wr, ok := <-ch
-		if !ok || wr.Canceled || !wr.Created {
-			cancel()
-			res <- ownWatch{err: errors.New("etcdlock: the watch on the own key was not created")}
-			return
-		}
-		res <- ownWatch{ch: ch, cancel: cancel, from: wr.Header.Revision}
-	}) {
-		res <- ownWatch{err: backend.ErrClosed}
-	}
-	return res
-}
-
-// drop cancels a watch of watchOwn that will not be used. It waits until
-// the watch is set up, so that an acquisition that fails does not leave
-// a watch behind it (a caller trying again and again would pile them
-// up), unless ctx ends first: discard then finishes the job.
-func (d *Driver) drop(ctx context.Context, w <-chan ownWatch) {
-	select {
-	case ow := <-w:
-		if ow.cancel != nil {
-			ow.cancel()
-		}
-	case <-ctx.Done():
-		d.discard(w)
-	}
-}
-
-// discard is drop in the background, for paths that must not wait: the
-// server may be unreachable. Closing the Driver ends the watch anyway.
-func (d *Driver) discard(w <-chan ownWatch) {
-	d.goBackground(func() {
-		select {
-		case ow := <-w:
-			if ow.cancel != nil {
-				ow.cancel()
-			}
-		case <-d.ctx.Done():
-		}
-	})
-}
-
-// grantedWatched is granted with the watch that watchOwn started
-// alongside the key's creation at rev. That watch covers the hold if it
-// started before the key was created (from < rev): it then reports the
-// key's deletion whenever it happens. If it started later, a deletion in
-// between would go unseen, and granted sets up a watch from rev instead.
-func (d *Driver) grantedWatched(ctx context.Context, s *session, key string, rev int64, start time.Time, w <-chan ownWatch) (backend.Lease, error) {
-	var ow ownWatch
-	select {
-	case ow = <-w:
-	case <-ctx.Done():
-		d.discard(w)
-		d.remove(ctx, s, key, rev)
-		return nil, ctx.Err()
-	}
-	if ow.err != nil || ow.from >= rev {
-		if ow.cancel != nil {
-			ow.cancel()
-		}
-		return d.granted(ctx, s, key, rev, start)
-	}
-	l, err := d.newLease(ctx, s, key, rev, start, ow.ch, ow.cancel)
-	if err != nil {
-		ow.cancel()
-	}
-	return l, err
-}
-
 // granted makes the hold of key a lease, unless the session ended or the
-// Driver was closed meanwhile. The watch on the key is set up before
-// returning, so that nothing of the hold starts after Acquire returned.
+// Driver was closed meanwhile. The watch that reports the key's deletion
+// is set up in the background: clientv3's Watch waits for the server's
+// confirmation, a round trip that Acquire need not wait for. The watch
+// starts at the revision after the grant, so that a deletion before it
+// was set up is reported all the same; Release cancels it, set up or not.
 func (d *Driver) granted(ctx context.Context, s *session, key string, rev int64, start time.Time) (backend.Lease, error) {
-	if s.lost() {
-		d.remove(ctx, s, key, rev)
-		return nil, errSessionEnded
-	}
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(d.ctx))
-	wch := d.cli.Watch(wctx, key, clientv3.WithRev(rev+1), clientv3.WithFilterPut())
-	l, err := d.newLease(ctx, s, key, rev, start, wch, cancel)
-	if err != nil {
-		cancel()
-	}
-	return l, err
-}
-
-// newLease makes the hold of key a lease whose deletion wch reports,
-// unless the session ended or the Driver was closed meanwhile.
-func (d *Driver) newLease(ctx context.Context, s *session, key string, rev int64, start time.Time, wch clientv3.WatchChan, cancel context.CancelFunc) (backend.Lease, error) {
+	wctx, stop := context.WithCancel(clientv3.WithRequireLeader(d.ctx))
 	l := &lease{
-		d:        d,
-		s:        s,
-		key:      key,
-		rev:      rev,
-		start:    start,
-		lost:     make(chan struct{}),
-		released: make(chan struct{}),
+		d:         d,
+		s:         s,
+		key:       key,
+		rev:       rev,
+		start:     start,
+		lost:      make(chan struct{}),
+		released:  make(chan struct{}),
+		wctx:      wctx,
+		stopWatch: stop,
 	}
 	if s.lost() {
+		stop()
 		d.remove(ctx, s, key, rev)
 		return nil, errSessionEnded
 	}
-	if !d.goBackground(func() { l.watch(wch, cancel) }) {
+	if !d.goBackground(l.watch) {
+		stop()
 		d.remove(ctx, s, key, rev)
 		return nil, backend.ErrClosed
 	}

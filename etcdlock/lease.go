@@ -25,6 +25,11 @@ type lease struct {
 	mu       sync.Mutex
 	lost     chan struct{}
 	released chan struct{} // closed by Release: stops the watcher
+
+	// wctx is the context of the watches on the key; stopWatch, called by
+	// Release, ends them, and a Watch call still waiting to be set up.
+	wctx      context.Context
+	stopWatch context.CancelFunc
 }
 
 func (l *lease) Token() uint64 { return uint64(l.rev) }
@@ -46,6 +51,7 @@ func (l *lease) markReleased() {
 	defer l.mu.Unlock()
 	if !isClosed(l.released) {
 		close(l.released)
+		l.stopWatch()
 	}
 }
 
@@ -103,22 +109,27 @@ func (l *lease) Release(ctx context.Context) error {
 }
 
 // watch closes lost when the key is deleted behind the owner's back or the
-// session ends, until Release. It runs on a goroutine that Close waits for,
-// on the watch wch that granted set up (cancel ends it).
-func (l *lease) watch(wch clientv3.WatchChan, cancel context.CancelFunc) {
+// session ends, until Release. It runs on a goroutine that Close waits
+// for. Its first watch starts at the revision after the grant.
+func (l *lease) watch() {
+	from := l.rev + 1
 	for {
-		gone, stop := l.await(wch)
+		if isClosed(l.released) {
+			return
+		}
+		wctx, cancel := context.WithCancel(l.wctx)
+		gone, stop := l.await(l.d.cli.Watch(wctx, l.key, clientv3.WithRev(from), clientv3.WithFilterPut()))
 		cancel()
 		switch {
 		case gone:
 			l.markLost()
 			return
-		case stop:
+		case stop || isClosed(l.released):
 			return
 		}
 		// The watch broke (no leader, compacted revision, reconnection):
 		// check the key, then watch again from there.
-		from, gone, stop := l.check()
+		from, gone, stop = l.check()
 		if gone {
 			l.markLost()
 			return
@@ -126,9 +137,6 @@ func (l *lease) watch(wch clientv3.WatchChan, cancel context.CancelFunc) {
 		if stop {
 			return
 		}
-		var wctx context.Context
-		wctx, cancel = context.WithCancel(clientv3.WithRequireLeader(l.d.ctx))
-		wch = l.d.cli.Watch(wctx, l.key, clientv3.WithRev(from), clientv3.WithFilterPut())
 	}
 }
 
