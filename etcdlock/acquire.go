@@ -199,12 +199,13 @@ func (d *Driver) awaitDeletion(ctx context.Context, s *session, pred string, fro
 
 // granted makes the hold of key a lease, unless the session ended or the
 // Driver was closed meanwhile. The watch that reports the key's deletion
-// is set up in the background: clientv3's Watch waits for the server's
-// confirmation, a round trip that Acquire need not wait for. The watch
-// starts at the revision after the grant, so that a deletion before it
-// was set up is reported all the same; Release cancels it, set up or not.
+// is set up in the background once the hold has lasted watchDelay:
+// clientv3's Watch waits for the server's confirmation, a round trip that
+// Acquire need not wait for. The watch starts at the revision after the
+// grant, so that a deletion before it was set up is reported all the same;
+// Release cancels it, set up or not.
 func (d *Driver) granted(ctx context.Context, s *session, key string, rev int64, start time.Time) (backend.Lease, error) {
-	wctx, stop := context.WithCancel(clientv3.WithRequireLeader(d.ctx))
+	wctx, stop := context.WithCancel(clientv3.WithRequireLeader(s.ctx)) // ends with the session too
 	l := &lease{
 		d:         d,
 		s:         s,

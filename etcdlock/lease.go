@@ -26,8 +26,9 @@ type lease struct {
 	lost     chan struct{}
 	released chan struct{} // closed by Release: stops the watcher
 
-	// wctx is the context of the watches on the key; stopWatch, called by
-	// Release, ends them, and a Watch call still waiting to be set up.
+	// wctx is the context of the watches on the key, which ends with the
+	// session; stopWatch, called by Release, ends them too, and a Watch
+	// call still waiting to be set up.
 	wctx      context.Context
 	stopWatch context.CancelFunc
 }
@@ -108,10 +109,33 @@ func (l *lease) Release(ctx context.Context) error {
 	return nil
 }
 
+// watchDelay is how long a hold lasts before its key is watched.
+const watchDelay = 100 * time.Millisecond
+
 // watch closes lost when the key is deleted behind the owner's back or the
 // session ends, until Release. It runs on a goroutine that Close waits
 // for. Its first watch starts at the revision after the grant.
 func (l *lease) watch() {
+	// A hold that ends within watchDelay never sets up a watch: the
+	// server's work for it is the two transactions alone, and a burst
+	// of short holds cannot queue up watch creations (clientv3 creates
+	// a stream's watches one at a time). A deletion during the delay is
+	// reported all the same: the watch starts from the grant's revision.
+	t := time.NewTimer(watchDelay)
+	select {
+	case <-t.C:
+	case <-l.released:
+		t.Stop()
+		return
+	case <-l.s.done:
+		t.Stop()
+		l.markLost()
+		return
+	case <-l.d.ctx.Done():
+		t.Stop()
+		l.markLost()
+		return
+	}
 	from := l.rev + 1
 	for {
 		if isClosed(l.released) {
