@@ -191,13 +191,9 @@ func (d *Driver) granted(ctx context.Context, g *generation, path string, token 
 	return l, nil
 }
 
-// watchDelay is how long a hold taken on the fast path lasts before its
-// node is read and watched.
-const watchDelay = 100 * time.Millisecond
-
 // grantedFast is granted for a node whose stat was not read: the hold's
 // goroutine reads it, and sets the watch that reports its deletion, in
-// the background once the hold has lasted watchDelay. A node found gone, or not the one the token names, or
+// the background. A node found gone, or not the one the token names, or
 // in another session than g's, is reported lost at once.
 func (d *Driver) grantedFast(ctx context.Context, g *generation, path string, token uint64, start time.Time) (backend.Lease, error) {
 	l := &lease{
@@ -214,22 +210,8 @@ func (d *Driver) grantedFast(ctx context.Context, g *generation, path string, to
 		return nil, errSessionEnded
 	}
 	if !d.goBackground(func() {
-		// A hold that ends within watchDelay never reads its node: a
-		// short hold costs the create, the listing and the delete. A
-		// deletion meanwhile is still found by the read.
-		t := time.NewTimer(watchDelay)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-l.released:
-			return
-		case <-g.done:
-			l.markLost()
-			d.forget(path, g.id)
-			return
-		case <-d.ctx.Done():
-			l.markLost()
-			return
+		if isClosed(l.released) {
+			return // released before the watch was needed
 		}
 		var st *zk.Stat
 		var ownW <-chan zk.Event
