@@ -61,13 +61,43 @@ func (d *Driver) acquireIn(ctx context.Context, g *generation, dir string, r bac
 		return nil, err
 	}
 	own := path[strings.LastIndexByte(path, '/')+1:]
-	var st *zk.Stat // the own node's, read once the fast path is ruled out
+	// The node's stat (its czxid is the fencing token) and a watch on it,
+	// which reports at once if it goes while we wait. The read is sent
+	// alongside the first listing of the children: the connection
+	// pipelines the two, one round trip instead of two.
+	ownc := make(chan ownRead, 1)
+	go func() {
+		_, st, w, err := d.conn.GetW(path)
+		ownc <- ownRead{st, w, err}
+	}()
+	var st *zk.Stat
 	var ownW <-chan zk.Event
 	for {
 		start := time.Now()
 		var children []string
-		var dirSt *zk.Stat
-		err := d.call(ctx, func() (err error) { children, dirSt, err = d.conn.Children(dir); return err })
+		err := d.call(ctx, func() (err error) { children, _, err = d.conn.Children(dir); return err })
+		if ownc != nil {
+			var o ownRead
+			select {
+			case o = <-ownc:
+			case <-ctx.Done():
+				d.remove(ctx, g, path)
+				return nil, ctx.Err()
+			}
+			ownc = nil
+			switch {
+			case errors.Is(o.err, zk.ErrNoNode):
+				return nil, errSessionEnded
+			case o.err != nil:
+				d.remove(ctx, g, path)
+				return nil, ctxErr(ctx, o.err)
+			case o.st.EphemeralOwner != g.id:
+				// Created in a session that replaced g's.
+				d.remove(ctx, g, path)
+				return nil, errSessionEnded
+			}
+			st, ownW = o.st, o.w
+		}
 		if err != nil {
 			d.remove(ctx, g, path)
 			return nil, ctxErr(ctx, err)
@@ -77,34 +107,9 @@ func (d *Driver) acquireIn(ctx context.Context, g *generation, dir string, r bac
 		for i < len(nodes) && nodes[i].name != own {
 			i++
 		}
-		if i == len(nodes) {
-			return nil, errSessionEnded // our node is gone
-		}
-		if i == 0 && st == nil && unchangedSince(dirSt, nodes[0].seq) {
-			// The fast path: the lock was free. No child was created or
-			// deleted since ours, so the lock node's pzxid is our
-			// node's czxid, the token: no read of the own node. Its
-			// watch is set up after the grant (grantedFast).
-			return d.grantedFast(ctx, g, path, uint64(dirSt.Pzxid), start)
-		}
-		if st == nil {
-			// The own node's stat (its czxid is the fencing token) and
-			// a watch on it, which reports at once if it goes while we
-			// wait.
-			err = d.call(ctx, func() (err error) { _, st, ownW, err = d.conn.GetW(path); return err })
-			switch {
-			case errors.Is(err, zk.ErrNoNode):
-				return nil, errSessionEnded
-			case err != nil:
-				d.remove(ctx, g, path)
-				return nil, ctxErr(ctx, err)
-			case st.EphemeralOwner != g.id:
-				// Created in a session that replaced g's.
-				d.remove(ctx, g, path)
-				return nil, errSessionEnded
-			}
-		}
 		switch {
+		case i == len(nodes):
+			return nil, errSessionEnded // our node is gone
 		case i == 0:
 			return d.granted(ctx, g, path, uint64(st.Czxid), start, ownW)
 		case !r.Wait:
@@ -118,14 +123,11 @@ func (d *Driver) acquireIn(ctx context.Context, g *generation, dir string, r bac
 	}
 }
 
-// unchangedSince reports whether the lock node dirSt describes has had no
-// child created or deleted since the child with sequence number seq was
-// created. ZooKeeper numbers a sequential child with its parent's cversion,
-// which every creation and deletion of a child then increments, and sets
-// the parent's pzxid to that change's zxid: when cversion is seq+1, the
-// last change was the creation of seq, and pzxid is its czxid.
-func unchangedSince(dirSt *zk.Stat, seq int64) bool {
-	return dirSt != nil && int64(dirSt.Cversion) == seq+1
+// ownRead is the outcome of reading an acquisition's own node.
+type ownRead struct {
+	st  *zk.Stat
+	w   <-chan zk.Event
+	err error
 }
 
 // awaitPredecessor waits until pred, the next lower node, changes (or is
@@ -185,50 +187,6 @@ func (d *Driver) granted(ctx context.Context, g *generation, path string, token 
 		return nil, errSessionEnded
 	}
 	if !d.goBackground(func() { l.watch(ownW) }) {
-		d.remove(ctx, g, path)
-		return nil, backend.ErrClosed
-	}
-	return l, nil
-}
-
-// grantedFast is granted for a node whose stat was not read: the hold's
-// goroutine reads it, and sets the watch that reports its deletion, in
-// the background. A node found gone, or not the one the token names, or
-// in another session than g's, is reported lost at once.
-func (d *Driver) grantedFast(ctx context.Context, g *generation, path string, token uint64, start time.Time) (backend.Lease, error) {
-	l := &lease{
-		d:        d,
-		g:        g,
-		path:     path,
-		token:    token,
-		start:    start,
-		lost:     make(chan struct{}),
-		released: make(chan struct{}),
-	}
-	if g.lost() {
-		d.remove(ctx, g, path)
-		return nil, errSessionEnded
-	}
-	if !d.goBackground(func() {
-		if isClosed(l.released) {
-			return // released before the watch was needed
-		}
-		var st *zk.Stat
-		var ownW <-chan zk.Event
-		err := d.call(d.ctx, func() (err error) { _, st, ownW, err = d.conn.GetW(path); return err })
-		switch {
-		case err == nil && (uint64(st.Czxid) != token || st.EphemeralOwner != g.id):
-			l.markLost()
-			return
-		case err != nil:
-			l.markLost()
-			if !errors.Is(err, zk.ErrNoNode) {
-				d.forget(path, g.id)
-			}
-			return
-		}
-		l.watch(ownW)
-	}) {
 		d.remove(ctx, g, path)
 		return nil, backend.ErrClosed
 	}
