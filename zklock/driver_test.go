@@ -447,3 +447,61 @@ func TestDigestAuthentication(t *testing.T) {
 	}
 	t.Logf("without credentials: %v", err)
 }
+
+// TestTokenIsTheNodesCzxid checks the token against the holder node's
+// czxid, read by another client, for a free lock and for a waiter granted
+// on a release, over 20 rounds.
+func TestTokenIsTheNodesCzxid(t *testing.T) {
+	z := standalone.Get(t)
+	ctx := testCtx(t, time.Minute)
+	url := urlOf(z, "/czxid", "")
+	da, db := openDriver(t, url), openDriver(t, url)
+	admin := adminConn(t, z)
+	const name = "czxid"
+	check := func(what string, l backend.Lease) {
+		t.Helper()
+		nodes, err := lockChildren(admin, zklock.Dir(da, name))
+		if err != nil || len(nodes) == 0 {
+			t.Fatalf("%s: nodes = %v, %v", what, nodes, err)
+		}
+		_, st, err := admin.Get(zklock.Dir(da, name) + "/" + nodes[0])
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if l.Token() != uint64(st.Czxid) {
+			t.Errorf("%s: token %d, the holder node's czxid %d", what, l.Token(), st.Czxid)
+		}
+	}
+	for round := range 20 {
+		// Free lock: the fast path.
+		a := acquire(t, ctx, da, name, fmt.Sprintf("a%d", round), false)
+		check(fmt.Sprintf("round %d, free lock", round), a)
+		// A waiter, granted on a's release.
+		got := make(chan backend.Lease, 1)
+		go func() {
+			l, err := db.Acquire(ctx, backend.Request{Name: name, Owner: fmt.Sprintf("b%d", round), TTL: time.Minute, Wait: true})
+			if err != nil {
+				t.Error(err)
+			}
+			got <- l
+		}()
+		eventually(t, 10*time.Second, "the waiter's node", func() bool {
+			nodes, _ := lockChildren(admin, zklock.Dir(da, name))
+			return len(nodes) == 2
+		})
+		if err := a.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		b := <-got
+		if b == nil {
+			t.FailNow()
+		}
+		check(fmt.Sprintf("round %d, waiter", round), b)
+		if b.Token() <= a.Token() {
+			t.Errorf("round %d: token %d after %d", round, b.Token(), a.Token())
+		}
+		if err := b.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
