@@ -46,8 +46,22 @@ func (d *Driver) Acquire(ctx context.Context, r backend.Request) (backend.Lease,
 // acquireIn runs one acquisition in session s.
 func (d *Driver) acquireIn(ctx context.Context, s *session, r backend.Request) (backend.Lease, error) {
 	pfx := d.namePrefix(r.Name)
-	key := pfx + keySuffix(s.id, r.Owner)
-	abort := d.abortKey(r.Name, key)
+	slot := s.takeSlot(r.Name, func(i int) string { return pfx + keySuffix(s.id, i) })
+	key := pfx + keySuffix(s.id, slot)
+	// The slot goes back when the acquisition ends without a hold (its
+	// key deleted, or recorded as an orphan, by then), or with the hold's
+	// Release.
+	held := false
+	defer func() {
+		if !held {
+			s.putSlot(r.Name, slot)
+		}
+	}()
+	took := func(l backend.Lease, err error) (backend.Lease, error) {
+		held = l != nil
+		return l, err
+	}
+	abort := d.abortKey(r.Name, key, r.Owner)
 	put := clientv3.OpPut(key, r.Owner, clientv3.WithLease(s.id))
 	lowest := clientv3.OpGet(pfx, clientv3.WithFirstCreate()...)
 	free := clientv3.Compare(clientv3.CreateRevision(key), "=", 0)
@@ -82,6 +96,12 @@ func (d *Driver) acquireIn(ctx context.Context, s *session, r backend.Request) (
 			return nil, backend.ErrHeld
 		case len(kvs) == 0:
 			return nil, errors.New("etcdlock: acquisition fenced off by its own abort key")
+		case string(kvs[0].Value) != r.Owner:
+			// Another acquisition's key: a slot is given back only once
+			// its key is gone, so this cannot happen; keep the slot
+			// out of use and take another.
+			held = true
+			return nil, errSessionEnded
 		}
 		// The key exists already: an earlier attempt of this very
 		// acquisition (owners are unique) whose answer was lost.
@@ -92,13 +112,13 @@ func (d *Driver) acquireIn(ctx context.Context, s *session, r backend.Request) (
 		return nil, ctx.Err()
 	}
 	if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) > 0 && kvs[0].CreateRevision == rev {
-		return d.granted(ctx, s, key, rev, start)
+		return took(d.granted(ctx, s, r.Name, slot, key, rev, start))
 	}
 	if !r.Wait {
 		d.remove(ctx, s, key, rev)
 		return nil, backend.ErrHeld
 	}
-	return d.wait(ctx, s, pfx, key, rev)
+	return took(d.wait(ctx, s, r.Name, slot, pfx, key, rev))
 }
 
 // grace returns a context that ends d after ctx ends rather than when it
@@ -128,7 +148,7 @@ func grace(ctx context.Context, d time.Duration) (context.Context, func()) {
 }
 
 // wait waits until key, created at rev, is the lowest of its range.
-func (d *Driver) wait(ctx context.Context, s *session, pfx, key string, rev int64) (backend.Lease, error) {
+func (d *Driver) wait(ctx context.Context, s *session, name string, slot int, pfx, key string, rev int64) (backend.Lease, error) {
 	pause := time.Duration(0) // after a watch that broke without an event
 	for {
 		if pause > 0 {
@@ -155,7 +175,7 @@ func (d *Driver) wait(ctx context.Context, s *session, pfx, key string, rev int6
 		}
 		older := resp.Responses[1].GetResponseRange().Kvs
 		if len(older) == 0 {
-			return d.granted(ctx, s, key, rev, start)
+			return d.granted(ctx, s, name, slot, key, rev, start)
 		}
 		woke, err := d.awaitDeletion(ctx, s, string(older[0].Key), resp.Header.Revision+1)
 		if err != nil {
@@ -204,11 +224,13 @@ func (d *Driver) awaitDeletion(ctx context.Context, s *session, pred string, fro
 // Acquire need not wait for. The watch starts at the revision after the
 // grant, so that a deletion before it was set up is reported all the same;
 // Release cancels it, set up or not.
-func (d *Driver) granted(ctx context.Context, s *session, key string, rev int64, start time.Time) (backend.Lease, error) {
+func (d *Driver) granted(ctx context.Context, s *session, name string, slot int, key string, rev int64, start time.Time) (backend.Lease, error) {
 	wctx, stop := context.WithCancel(clientv3.WithRequireLeader(s.ctx)) // ends with the session too
 	l := &lease{
 		d:         d,
 		s:         s,
+		name:      name,
+		slot:      slot,
 		key:       key,
 		rev:       rev,
 		start:     start,

@@ -35,8 +35,11 @@
 // A Driver has one session: a lease that the Driver renews every TTL/3.
 // Lock name n is the key range prefix/n/ ('/' and '%' in n are escaped, so
 // that two names never share a range). Each owner that holds or waits for n
-// has one key in it, prefix/n/<lease>-<owner>, attached to the session's
-// lease; the key with the lowest create revision holds the lock.
+// has one key in it, prefix/n/<lease>-<slot>, attached to the session's
+// lease, with the owner as its value; the key with the lowest create
+// revision holds the lock. A slot is a small number that no other
+// acquisition of n in the session uses: successive holds reuse one key,
+// so that deleted keys do not pile up in etcd's index between compactions.
 //
 //   - Lock creates the owner's key and reads the range's lowest key in one
 //     transaction. When its key is not the lowest, it watches the deletion

@@ -320,3 +320,67 @@ func TestAuthentication(t *testing.T) {
 		t.Errorf("locker.Open with a wrong password = %v, want an error without the password", err)
 	}
 }
+
+// TestKeysAreReusedAcrossAcquisitions checks that a Driver's successive
+// holds of a name use the same key, and concurrent ones distinct keys:
+// etcd keeps every deleted key in its index until a compaction, so a key
+// per acquisition made ranges over a busy name slower and slower.
+func TestKeysAreReusedAcrossAcquisitions(t *testing.T) {
+	srv := single.Get(t)
+	ctx := testCtx(t, time.Minute)
+	d := openDriver(t, urlOf(srv, "/reuse", ""))
+	admin := adminClient(t, srv)
+	const name = "reuse"
+	pfx := etcdlock.NamePrefix(d, name)
+	holder := func() string {
+		t.Helper()
+		resp, err := admin.Get(ctx, pfx, clientv3.WithFirstCreate()...)
+		if err != nil || len(resp.Kvs) == 0 {
+			t.Fatalf("the holder's key: %v, %v", resp, err)
+		}
+		return string(resp.Kvs[0].Key)
+	}
+	keys := map[string]bool{}
+	var last uint64
+	for i := range 30 {
+		l := acquire(t, ctx, d, name, fmt.Sprintf("o%d", i), true)
+		keys[holder()] = true
+		if l.Token() <= last {
+			t.Errorf("acquisition %d: token %d after %d", i, l.Token(), last)
+		}
+		last = l.Token()
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(keys) != 1 {
+		t.Errorf("30 successive holds used %d keys, want 1: %v", len(keys), keys)
+	}
+	// Two at once: a holder and a waiter have keys of their own.
+	a := acquire(t, ctx, d, name, "a", true)
+	got := make(chan backend.Lease, 1)
+	go func() {
+		l, err := d.Acquire(ctx, backend.Request{Name: name, Owner: "b", TTL: time.Minute, Wait: true})
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	eventually(t, 10*time.Second, "the waiter's key", func() bool {
+		resp, err := admin.Get(ctx, pfx, clientv3.WithPrefix(), clientv3.WithCountOnly())
+		return err == nil && resp.Count == 2
+	})
+	if err := a.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b := <-got
+	if b == nil {
+		t.FailNow()
+	}
+	if b.Token() <= a.Token() {
+		t.Errorf("the waiter's token %d is not above the holder's %d", b.Token(), a.Token())
+	}
+	if err := b.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -139,21 +139,24 @@ func (d *Driver) goBackground(f func()) bool {
 	return true
 }
 
-// Keys. Lock name n owns the keys prefix/esc(n)/<lease>-<owner>, where esc
+// Keys. Lock name n owns the keys prefix/esc(n)/<lease>-<slot>, where esc
 // escapes '/' (so that names that share a beginning never share a range)
 // and '%'. Each key is a holder or a waiter; the one with the lowest create
 // revision holds the lock.
 
 func (d *Driver) namePrefix(name string) string { return d.prefix + "/" + escape(name) + "/" }
 
-// abortKey is the key that fences off an acquisition of key whose outcome
-// is unknown. It lives outside every name's range.
-func (d *Driver) abortKey(name, key string) string {
-	return d.prefix + "!aborted/" + escape(name) + "/" + key[strings.LastIndexByte(key, '/')+1:]
+// abortKey is the key that fences off the acquisition of key by owner
+// whose outcome is unknown. It lives outside every name's range, and names
+// the owner: a later acquisition of the same key is not fenced off.
+func (d *Driver) abortKey(name, key, owner string) string {
+	return d.prefix + "!aborted/" + escape(name) + "/" + key[strings.LastIndexByte(key, '/')+1:] + "/" + escape(owner)
 }
 
-func keySuffix(lease clientv3.LeaseID, owner string) string {
-	return fmt.Sprintf("%016x-%s", int64(lease), escape(owner))
+// keySuffix is the last part of the key of slot in session lease (see
+// session.takeSlot).
+func keySuffix(lease clientv3.LeaseID, slot int) string {
+	return fmt.Sprintf("%016x-%d", int64(lease), slot)
 }
 
 // escape replaces '%' and '/' by %25 and %2F. It maps prefixes to

@@ -15,6 +15,8 @@ import (
 type lease struct {
 	d     *Driver
 	s     *session
+	name  string
+	slot  int // the key's slot in s, given back by Release
 	key   string
 	rev   int64 // the key's create revision: the fencing token
 	start time.Time
@@ -23,6 +25,7 @@ type lease struct {
 	// never once Release has begun: the deletion Release makes must not
 	// read as a loss.
 	mu       sync.Mutex
+	slotOnce sync.Once
 	lost     chan struct{}
 	released chan struct{} // closed by Release: stops the watcher
 
@@ -45,6 +48,11 @@ func (l *lease) markLost() {
 	if !isClosed(l.released) && !isClosed(l.lost) {
 		close(l.lost)
 	}
+}
+
+// putSlot gives the key's slot back, once.
+func (l *lease) putSlot() {
+	l.slotOnce.Do(func() { l.s.putSlot(l.name, l.slot) })
 }
 
 func (l *lease) markReleased() {
@@ -93,6 +101,9 @@ func (l *lease) Renew(ctx context.Context, _ time.Duration) error {
 // reported lost is deleted if it is still there, and reported ErrLost.
 func (l *lease) Release(ctx context.Context) error {
 	l.markReleased()
+	// The key is deleted, or recorded as an orphan, before its slot is
+	// given back.
+	defer l.putSlot()
 	resp, err := l.d.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(l.key), "=", l.rev)).
 		Then(clientv3.OpDelete(l.key)).

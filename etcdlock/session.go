@@ -38,6 +38,9 @@ type session struct {
 	cause      error
 	orphans    map[string]orphan // keys to delete
 	cleaning   atomic.Bool       // deleteOrphans is running
+
+	// slots are the key numbers in use, by name: see takeSlot.
+	slots map[string]map[int]struct{}
 }
 
 // orphan is a key of the session that must go: a hold or waiting place
@@ -103,6 +106,50 @@ func (s *session) addOrphan(key string, o orphan) {
 		s.orphans = make(map[string]orphan)
 	}
 	s.orphans[key] = o
+}
+
+// takeSlot returns a key number for an acquisition of name in s: the
+// lowest that no other acquisition of the name uses and whose key is not
+// an orphan still to delete. An owner's key is prefix/name/<lease>-<slot>,
+// not one per acquisition: etcd keeps a deleted key in its index until a
+// compaction, and a range over a name that had a key per acquisition grew
+// slower with every one (a 15,000-pair run took 1.59x the time of
+// concurrency.Mutex's, whose key is one per session). keyOf names the key
+// of a slot.
+func (s *session) takeSlot(name string, keyOf func(int) string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.slots == nil {
+		s.slots = make(map[string]map[int]struct{})
+	}
+	used := s.slots[name]
+	if used == nil {
+		used = make(map[int]struct{}, 1)
+		s.slots[name] = used
+	}
+	for i := 0; ; i++ {
+		if _, taken := used[i]; taken {
+			continue
+		}
+		if _, orphaned := s.orphans[keyOf(i)]; orphaned {
+			continue
+		}
+		used[i] = struct{}{}
+		return i
+	}
+}
+
+// putSlot gives back a slot of name once its key is deleted or recorded as
+// an orphan.
+func (s *session) putSlot(name string, slot int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if used := s.slots[name]; used != nil {
+		delete(used, slot)
+		if len(used) == 0 {
+			delete(s.slots, name)
+		}
+	}
 }
 
 func (s *session) hasOrphans() bool {
