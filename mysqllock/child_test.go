@@ -90,21 +90,9 @@ func TestSQLiteAcrossProcesses(t *testing.T) {
 	logPath := filepath.Join(dir, "log")
 	const procs, rounds = 2, 40
 	ctx := testCtx(t, 2*time.Minute)
-	errs := make(chan error, procs)
-	for range procs {
-		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), childEnv+"=sqlite-worker",
-			"MYSQLLOCK_TEST_URL="+url, "MYSQLLOCK_TEST_LOG="+logPath, "MYSQLLOCK_TEST_ROUNDS="+strconv.Itoa(rounds))
-		go func() {
-			out, err := cmd.CombinedOutput()
-			if err != nil {
-				err = fmt.Errorf("%v: %s", err, out)
-			}
-			errs <- err
-		}()
-	}
-	for range procs {
-		if err := <-errs; err != nil {
+	for _, err := range runChildren(ctx, procs, "sqlite-worker",
+		"MYSQLLOCK_TEST_URL="+url, "MYSQLLOCK_TEST_LOG="+logPath, "MYSQLLOCK_TEST_ROUNDS="+strconv.Itoa(rounds)) {
+		if err != nil {
 			t.Fatalf("worker: %v", err)
 		}
 	}
@@ -167,22 +155,33 @@ func TestSQLiteConcurrentFirstOpen(t *testing.T) {
 	ctx := testCtx(t, 2*time.Minute)
 	for i := range files {
 		url := "sqlite://" + filepath.ToSlash(filepath.Join(t.TempDir(), "new", "locks.db"))
-		errs := make(chan error, procs)
-		for range procs {
-			cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), childEnv+"=sqlite-open", "MYSQLLOCK_TEST_URL="+url)
-			go func() {
-				out, err := cmd.CombinedOutput()
-				if err != nil {
-					err = fmt.Errorf("%v: %s", err, out)
-				}
-				errs <- err
-			}()
-		}
-		for range procs {
-			if err := <-errs; err != nil {
+		for _, err := range runChildren(ctx, procs, "sqlite-open", "MYSQLLOCK_TEST_URL="+url) {
+			if err != nil {
 				t.Errorf("file %d: %v", i, err)
 			}
 		}
 	}
+}
+
+// runChildren runs n copies of this test binary at once as children in
+// role, with env added to their environment, and returns their errors
+// (with their output) once all have exited.
+func runChildren(ctx context.Context, n int, role string, env ...string) []error {
+	errs := make(chan error, n)
+	for range n {
+		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
+		cmd.Env = append(append(os.Environ(), childEnv+"="+role), env...)
+		go func() {
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				err = fmt.Errorf("%v: %s", err, out)
+			}
+			errs <- err
+		}()
+	}
+	all := make([]error, 0, n)
+	for range n {
+		all = append(all, <-errs)
+	}
+	return all
 }
