@@ -89,7 +89,9 @@
 //
 // # When a hold is lost
 //
-// Lost closes when the key is deleted (ForceRelease, an operator), when the
+// Lost closes when the key is deleted (ForceRelease, an operator: seen by
+// a watch that a hold sets up once it has lasted 100 ms and that starts
+// from the grant, so within that and a round trip), when the
 // session's lease is gone, and when no keepalive has been answered in time.
 // The Driver knows that its lease cannot end on the server before the time
 // it sent the last answered keepalive plus the TTL; it declares the session
