@@ -37,6 +37,17 @@ func (d *Driver) Acquire(ctx context.Context, r backend.Request) (backend.Lease,
 	if err := d.ready(ctx); err != nil {
 		return nil, err
 	}
+	var released <-chan struct{} // a release by this Driver
+	if r.Wait {
+		// Only the head of the Driver's queue for the name polls (see
+		// queues).
+		q, e := d.waiting.join(r.Name)
+		defer d.waiting.leave(r.Name, q, e)
+		if err := d.awaitTurn(ctx, e); err != nil {
+			return nil, err
+		}
+		released = e.Value.(*place).wake
+	}
 	var sub *subscription
 	if r.Wait && d.notifier != nil {
 		sub = d.notifier.subscribe(ctx, r.Name)
@@ -51,7 +62,7 @@ func (d *Driver) Acquire(ctx context.Context, r backend.Request) (backend.Lease,
 		if !errors.Is(err, backend.ErrHeld) || !r.Wait {
 			return nil, err
 		}
-		if err := d.waitFree(ctx, r.Name, rem, &b, sub); err != nil {
+		if err := d.waitFree(ctx, r.Name, rem, &b, sub, released); err != nil {
 			return nil, err
 		}
 	}
@@ -197,9 +208,10 @@ func (d *Driver) remaining(ctx context.Context, name string) (rem time.Duration,
 }
 
 // waitFree waits until the lock on name may be free: the holder's lease
-// has run out, a NOTIFY came, or the backoff says to look again. rem is
+// has run out, a NOTIFY came, this Driver released it, or the backoff says
+// to look again. rem is
 // the holder's remaining lease if the last attempt read it.
-func (d *Driver) waitFree(ctx context.Context, name string, rem time.Duration, b *backoff, sub *subscription) error {
+func (d *Driver) waitFree(ctx context.Context, name string, rem time.Duration, b *backoff, sub *subscription, released <-chan struct{}) error {
 	for {
 		if rem == unknown {
 			var exists bool
@@ -236,6 +248,9 @@ func (d *Driver) waitFree(ctx context.Context, name string, rem time.Duration, b
 			t.Stop()
 			return backend.ErrClosed
 		case <-woken:
+			t.Stop()
+			return nil
+		case <-released:
 			t.Stop()
 			return nil
 		case <-t.C:

@@ -225,3 +225,65 @@ func TestLockerOpen(t *testing.T) {
 		})
 	}
 }
+
+// TestLocalWaitersAreServedInOrder queues waiters on one Driver one after
+// the other and checks that they get the lock in that order, and that the
+// queue is gone afterwards. Only the head of a Driver's queue polls; when
+// each waiter polled with its own backoff, a waiter that had backed off
+// lost to newer ones.
+func TestLocalWaitersAreServedInOrder(t *testing.T) {
+	for _, dialect := range []string{mysqllock.DialectMySQL, mysqllock.DialectPostgres, mysqllock.DialectSQLite} {
+		t.Run(dialect, func(t *testing.T) {
+			t.Parallel()
+			ctx := testCtx(t, time.Minute)
+			d := open(t, newDatabase(t, dialect).URL)
+			const name, waiters = "in-order", 6
+			h, err := d.Acquire(ctx, backend.Request{Name: name, Owner: "holder", TTL: time.Minute, Wait: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			order := make(chan int, waiters)
+			var wg sync.WaitGroup
+			defer wg.Wait() // the last Release, before the Driver closes
+			for i := range waiters {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					l, err := d.Acquire(ctx, backend.Request{Name: name, Owner: fmt.Sprint("w", i), TTL: time.Minute, Wait: true})
+					if err != nil {
+						t.Error(err)
+						order <- -1
+						return
+					}
+					order <- i
+					if err := l.Release(ctx); err != nil {
+						t.Error(err)
+					}
+				}()
+				deadline := time.Now().Add(10 * time.Second)
+				for mysqllock.LocalWaiters(d, name) != i+1 {
+					if time.Now().After(deadline) {
+						t.Fatalf("waiter %d did not queue", i)
+					}
+					time.Sleep(time.Millisecond)
+				}
+			}
+			if err := h.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			for want := range waiters {
+				select {
+				case got := <-order:
+					if got != want {
+						t.Fatalf("grant %d went to waiter %d, want %d", want, got, want)
+					}
+				case <-ctx.Done():
+					t.Fatal("waiters did not all get the lock")
+				}
+			}
+			if n := mysqllock.LocalWaiters(d, name); n != 0 {
+				t.Errorf("%d local waiters left", n)
+			}
+		})
+	}
+}

@@ -74,6 +74,7 @@ func (l *lease) Release(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	d.waiting.poke(l.name) // this Driver's next waiter tries at once
 	if n == 0 {
 		return backend.ErrLost
 	}

@@ -60,6 +60,7 @@ type Driver struct {
 	closed    chan struct{}
 	closeOnce sync.Once
 	bg        sync.WaitGroup // background cleanups
+	waiting   queues         // local waiters, by name: only the head polls
 }
 
 var (
