@@ -20,7 +20,8 @@ import (
 // these sets with MONITOR, which tells the two apart.
 var ScriptCommands = map[string][]string{
 	// redislock/scripts/*.lua
-	Golocker: {"hmget", "exists", "pttl", "incr", "hset", "pexpire", "hget", "del", "publish"},
+	Golocker: {"hmget", "exists", "pttl", "incr", "hset", "pexpire", "hget", "del", "publish",
+		"time", "lindex", "lpop", "hdel", "hexists", "rpush", "lrem", "lrange"},
 	// redsync's deleteScript and touchScript; it sends SET NX PX itself.
 	Redsync: {"get", "del", "pexpire"},
 	// bsm/redislock's luaObtain, luaRelease, luaRefresh, luaPTTL.

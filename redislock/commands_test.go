@@ -22,6 +22,8 @@ import (
 var scriptCommands = map[string]bool{
 	"exists": true, "pttl": true, "incr": true, "hset": true, "pexpire": true,
 	"hget": true, "hmget": true, "del": true, "publish": true, "info": true,
+	"time": true, "lindex": true, "lpop": true, "hdel": true, "hexists": true,
+	"rpush": true, "lrem": true, "lrange": true,
 }
 
 // commandCalls returns the calls of each command the clients sent to srv
@@ -139,8 +141,11 @@ func TestCommandsPerAcquisition(t *testing.T) {
 }
 
 // TestOneReleaseWakesOneLocalWaiter: 16 handles of one process wait for a
-// lock; its release makes at most 2 acquire attempts (the woken head's,
-// and a retry at most), not 16.
+// lock; a release hands it to the oldest, which returns without another
+// call: the release is the only script run between the release and the
+// grant, not 16 tries. The waiters renew their places once a second, which
+// may fall into one window by chance; a herd would fill every window, so
+// the best of 3 releases is checked.
 func TestOneReleaseWakesOneLocalWaiter(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t, 2*time.Minute)
@@ -165,16 +170,8 @@ func TestOneReleaseWakesOneLocalWaiter(t *testing.T) {
 
 	const n = 16
 	granted := make(chan *locker.Mutex, n)
-	proceed := make(chan struct{})
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	defer func() {
-		select {
-		case <-proceed:
-		default:
-			close(proceed)
-		}
-	}()
 	for range n {
 		m := waitC.NewMutex(name)
 		wg.Go(func() {
@@ -183,61 +180,49 @@ func TestOneReleaseWakesOneLocalWaiter(t *testing.T) {
 				return
 			}
 			granted <- m
-			<-proceed
-			if err := m.Unlock(ctx); err != nil {
-				t.Errorf("waiter Unlock: %v", err)
-			}
 		})
 	}
 	eventually(t, 30*time.Second, "16 waiters queued", func() bool {
 		k, err := q.Waiters(ctx, name)
 		return err == nil && k == n
 	})
-	// The head subscribed and tried once more; it now waits for the
-	// release (or, after a second, for its own retry): wait until the
-	// EVALSHA count stands still.
-	evalsha := func() int64 { return commandCalls(t, ctx, srv)["evalsha"] }
-	last := evalsha()
-	eventually(t, 30*time.Second, "the waiters' tries to settle", func() bool {
-		time.Sleep(100 * time.Millisecond)
-		now := evalsha()
-		settled := now == last
-		last = now
-		return settled
-	})
-
-	before := commandCalls(t, ctx, srv)
+	next := func() *locker.Mutex {
+		select {
+		case m := <-granted:
+			return m
+		case <-ctx.Done():
+			t.Fatal("no waiter got the lock")
+			return nil
+		}
+	}
+	best := int64(n)
+	var all []int64
+	for round := range n {
+		before := commandCalls(t, ctx, srv)
+		if err := holder.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		holder = next()
+		if round >= 3 {
+			continue
+		}
+		_, per := diffCalls(before, commandCalls(t, ctx, srv))
+		attempts := per["evalsha"] + per["eval"] - 1 // minus the release
+		all = append(all, attempts)
+		best = min(best, attempts)
+		if k, _ := q.Waiters(ctx, name); k != n-1-round {
+			t.Errorf("Waiters = %d after grant %d, want %d", k, round+1, n-1-round)
+		}
+		if holder.HoldCount() != 1 {
+			t.Errorf("the granted waiter's HoldCount = %d", holder.HoldCount())
+		}
+	}
 	if err := holder.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var first *locker.Mutex
-	select {
-	case first = <-granted:
-	case <-ctx.Done():
-		t.Fatal("no waiter got the lock")
-	}
-	// Any herd would try at the same moment as the winner; 200ms is well
-	// within the next head's own wait (1s).
-	time.Sleep(200 * time.Millisecond)
-	_, per := diffCalls(before, commandCalls(t, ctx, srv))
-	attempts := per["evalsha"] + per["eval"] - 1 // minus the holder's release
-	t.Logf("one release among %d local waiters: %d acquire attempts (%s)", n, attempts, formatCalls(per))
-	if attempts > 2 {
-		t.Errorf("%d acquire attempts after one release, want at most 2", attempts)
-	}
-	if k, _ := q.Waiters(ctx, name); k != n-1 {
-		t.Errorf("Waiters = %d after one grant, want %d", k, n-1)
-	}
-	if first.HoldCount() != 1 {
-		t.Errorf("the granted waiter's HoldCount = %d", first.HoldCount())
-	}
-	close(proceed)
-	for range n - 1 {
-		select {
-		case <-granted:
-		case <-ctx.Done():
-			t.Fatal("the other waiters did not all get the lock")
-		}
+	t.Logf("acquire calls between a release and its grant, in 3 rounds with %d local waiters: %v", n, all)
+	if best > 0 {
+		t.Errorf("at best %d acquire calls between a release and its grant, want 0", best)
 	}
 }
 

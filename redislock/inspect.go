@@ -118,8 +118,8 @@ func readHolds(ctx context.Context, c redis.Cmdable, k keys, lockKeys []string) 
 	return out, nil
 }
 
-// ForceRelease implements backend.Inspector: it deletes the lock key
-// whoever holds it and publishes to its channel, so waiters wake at once.
+// ForceRelease implements backend.Inspector: it frees the lock whoever
+// holds it, handing it to the oldest waiter, if any, at once.
 // The holder learns of it at its next renewal (Lost closes, Unlock returns
 // ErrLost).
 func (d *Driver) ForceRelease(ctx context.Context, name string) error {
@@ -127,7 +127,7 @@ func (d *Driver) ForceRelease(ctx context.Context, name string) error {
 		return err
 	}
 	key := d.keys.lock(name)
-	n, err := forceReleaseScript.Run(ctx, d.client, []string{key}, channelOf(key)).Int64()
+	n, err := forceReleaseScript.Run(ctx, d.client, scriptKeys(key), channelOf(key)).Int64()
 	if err != nil {
 		return storeErr(err)
 	}
@@ -137,14 +137,16 @@ func (d *Driver) ForceRelease(ctx context.Context, name string) error {
 	return nil
 }
 
-// Waiters implements backend.QueueInspector for this Driver's own
-// waiters: how many of its Acquire calls wait for name. Waiters in other
-// processes are not counted.
-func (d *Driver) Waiters(_ context.Context, name string) (int, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if q := d.queues[name]; q != nil {
-		return q.waiters.Len(), nil
+// Waiters implements backend.QueueInspector: how many owners, in every
+// process, are in name's queue in Redis with a place that has not lapsed.
+// A waiter is counted from its first call that finds the lock held.
+func (d *Driver) Waiters(ctx context.Context, name string) (int, error) {
+	if err := validName(name); err != nil {
+		return 0, err
 	}
-	return 0, nil
+	n, err := waitersScript.Run(ctx, d.client, scriptKeys(d.keys.lock(name))).Int()
+	if err != nil {
+		return 0, storeErr(err)
+	}
+	return n, nil
 }

@@ -20,9 +20,11 @@ const maxKeyPrefixLen = 256
 //
 //	golocker:{orders/42}           the hash {owner, token}, expiring with the lease
 //	golocker:{orders/42}:fence     the fencing counter, never expiring
+//	golocker:{orders/42}:queue     the waiting owners, oldest first (a list)
+//	golocker:{orders/42}:waiters   each waiting owner's deadline and lease (a hash)
 //	golocker:{orders/42}:released  the pub/sub channel a release publishes to
 //
-// The name is the hash tag, so both keys live in one Cluster slot and the
+// The name is the hash tag, so all keys live in one Cluster slot and the
 // scripts may touch them together. In the name, '%', '{' and '}' are
 // written %25, %7B and %7D, so that the tag ends where the name does (a
 // '}' would end it early, and a name starting with '}' would make an empty
@@ -34,6 +36,11 @@ func (k keys) lock(name string) string { return k.prefix + "{" + escapeName(name
 func fenceKey(lockKey string) string { return lockKey + ":fence" }
 
 func channelOf(lockKey string) string { return lockKey + ":released" }
+
+// scriptKeys returns the KEYS of the scripts that start with queue.lua.
+func scriptKeys(lockKey string) []string {
+	return []string{lockKey, fenceKey(lockKey), lockKey + ":queue", lockKey + ":waiters"}
+}
 
 // name returns the lock name of a lock key, or false if key is not one.
 func (k keys) name(key string) (string, bool) {

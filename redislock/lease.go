@@ -35,13 +35,25 @@ func (l *lease) Renew(ctx context.Context, ttl time.Duration) error {
 }
 
 // Release implements backend.Lease with the owner-checked release script,
-// which also publishes to the lock's channel to wake waiters.
+// which hands the lock to the oldest waiter, if any, and publishes to the
+// lock's channel.
 func (l *lease) Release(ctx context.Context) error {
-	n, err := releaseScript.Run(ctx, l.d.client, []string{l.key}, l.owner, channelOf(l.key)).Int64()
+	n, err := l.release(ctx, false)
 	if err != nil {
-		return storeErr(err)
+		return err
 	}
 	return ownerReply(n)
+}
+
+// release runs the release script; with leave, the owner also leaves the
+// queue if it does not hold the lock.
+func (l *lease) release(ctx context.Context, leave bool) (int64, error) {
+	mode := "0"
+	if leave {
+		mode = "1"
+	}
+	n, err := queueReleaseScript.Run(ctx, l.d.client, scriptKeys(l.key), l.owner, channelOf(l.key), mode).Int64()
+	return n, storeErr(err)
 }
 
 // ownerReply maps the 1/0 of the owner-checked scripts to nil/ErrLost.

@@ -14,8 +14,8 @@ import (
 // Driver decided them), and the listener, which hands messages and
 // subscription confirmations to the waiters.
 //
-// A subscription is held by the queue of local waiters on its name while
-// that queue is not empty, and unsubscribed when it empties; if another
+// A subscription is held by the local waiters on its name while there are
+// any, and unsubscribed when it empties; if another
 // queue wants the channel before the manager got to it, it is reused. At
 // most opts.maxSubs channels are subscribed at once; queues beyond the
 // bound poll.
@@ -199,20 +199,12 @@ func (d *Driver) listen(p *pubsubState, msgs <-chan any) {
 	for m := range msgs {
 		switch m := m.(type) {
 		case *redis.Message:
-			d.onMessage(m.Channel)
+			d.onMessage(m.Channel, m.Payload)
 		case *redis.Subscription:
 			if m.Kind == "subscribe" {
 				d.onSubscribed(p, m.Channel)
 			}
 		}
-	}
-}
-
-func (d *Driver) onMessage(channel string) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if s := d.subs[channel]; s != nil {
-		d.wakeHeadLocked(s.name)
 	}
 }
 
@@ -224,9 +216,9 @@ func (d *Driver) onSubscribed(p *pubsubState, channel string) {
 		return
 	}
 	if s.pending == 0 {
-		// go-redis reconnected and subscribed again: a release published
-		// while the connection was down is lost, so the head tries now.
-		d.wakeHeadLocked(s.name)
+		// go-redis reconnected and subscribed again: a grant published
+		// while the connection was down is lost, so the waiters ask now.
+		d.wakeAllLocked(s.name)
 		return
 	}
 	s.pending--

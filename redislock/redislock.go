@@ -35,6 +35,8 @@ type Driver struct {
 	closeOnce sync.Once
 	closeErr  error
 
+	waiting sync.WaitGroup // waits in the queue, and their leaving calls
+
 	mu     sync.Mutex
 	queues map[string]*queue        // local waiters by lock name
 	subs   map[string]*subscription // by channel
@@ -92,13 +94,14 @@ func newDriver(client redis.UniversalClient, o options, own bool) *Driver {
 }
 
 // Capabilities implements backend.Driver: fencing tokens from a per-name
-// counter, waiters woken by pub/sub, leases that expire, inspection. Loss is
-// found by the next renewal (no push signal), and waiters across processes
-// are not ordered.
+// counter, a queue of waiters in Redis that a release hands the lock to in
+// order and tells by pub/sub, leases that expire, inspection. Loss is found
+// by the next renewal (no push signal).
 func (d *Driver) Capabilities() backend.Capabilities {
 	return backend.Capabilities{
 		Fencing:      true,
 		Notify:       true,
+		FIFO:         true,
 		Expiry:       true,
 		Inspect:      true,
 		CrossProcess: true,
@@ -109,12 +112,16 @@ func (d *Driver) Capabilities() backend.Capabilities {
 // owner and the fencing token while the lock is held.
 func (d *Driver) Key(name string) string { return d.keys.lock(name) }
 
-// Close ends the Driver's waits in flight with ErrClosed and its pub/sub
-// connection, and closes the client if the Driver opened it (Open). Holds
-// stay until released or expired. Close is idempotent.
+// Close ends the Driver's waits in flight with ErrClosed, waits for them
+// to leave the lock's queue in Redis, ends its pub/sub connection, and
+// closes the client if the Driver opened it (Open). Holds stay until
+// released or expired. Close is idempotent.
 func (d *Driver) Close() error {
 	d.closeOnce.Do(func() {
 		close(d.closed)
+		d.mu.Lock() // no join after this sees the Driver open
+		d.mu.Unlock()
+		d.waiting.Wait()
 		d.mu.Lock()
 		ps := d.ps
 		d.mu.Unlock()
@@ -152,7 +159,7 @@ func (d *Driver) Acquire(ctx context.Context, r backend.Request) (backend.Lease,
 		return nil, err
 	}
 	if !r.Wait {
-		l, _, err := d.try(ctx, r)
+		l, _, _, err := d.try(ctx, r, false)
 		if err != nil {
 			return nil, err
 		}
@@ -164,57 +171,66 @@ func (d *Driver) Acquire(ctx context.Context, r backend.Request) (backend.Lease,
 	return d.wait(ctx, r)
 }
 
-// try runs the acquire script once. It returns the lease when granted, or
-// the holder's remaining lease (maxWait when unknown) when held. When the
-// script may have run although the call failed, it releases by owner
-// before returning the error.
-func (d *Driver) try(ctx context.Context, r backend.Request) (*lease, time.Duration, error) {
+// try runs the acquire script once. It returns the lease when granted
+// (already: the owner held it before this call, handed it while it
+// waited), or the holder's remaining lease (maxWait when unknown) when
+// held. With queue, a held lock puts the owner in its queue, or renews its
+// place there; the caller leaves the queue when it gives up. Without, a
+// call that failed but may have run is undone before try returns.
+func (d *Driver) try(ctx context.Context, r backend.Request, queue bool) (l *lease, already bool, left time.Duration, err error) {
 	key := d.keys.lock(r.Name)
-	l := &lease{d: d, key: key, owner: r.Owner, start: time.Now()}
+	l = &lease{d: d, key: key, owner: r.Owner, start: time.Now()}
+	mode := "0"
+	if queue {
+		mode = "1"
+	}
+	args := []any{r.Owner, ms(r.TTL), mode, ms(placeWindow(r.TTL)), channelOf(key)}
 	var res any
-	var err error
 	cleaned := false
 	if d.opts.waitReplicas > 0 {
-		res, cleaned, err = d.acquireReplicated(ctx, l, r.TTL)
+		res, cleaned, err = d.acquireReplicated(ctx, l, args)
 	} else {
-		res, err = acquireScript.Run(ctx, d.client, []string{key, fenceKey(key)}, r.Owner, ms(r.TTL), "1").Result()
+		res, err = queueAcquireScript.Run(ctx, d.client, scriptKeys(key), args...).Result()
 	}
 	if err != nil {
-		if !cleaned && mayHaveRun(err) {
+		if !queue && !cleaned && mayHaveRun(err) {
 			d.cleanup(ctx, l)
 		}
-		return nil, 0, storeErr(err)
+		return nil, false, 0, storeErr(err)
 	}
-	granted, n, err := parseAcquire(res)
+	status, n, err := parseAcquire(res)
 	if err != nil {
-		return nil, 0, err
+		return nil, false, 0, err
 	}
-	if !granted {
-		return nil, pttl(n), nil
+	if status == 0 {
+		return nil, false, pttl(n), nil
 	}
 	l.token = uint64(n)
-	return l, 0, nil
+	return l, status == 2, 0, nil
 }
 
 // cleanup releases by owner a grant that may have happened while the call
-// that asked for it failed, with a ctx that is not the caller's.
+// that asked for it failed, and takes the owner out of the queue, with a
+// ctx that is not the caller's.
 func (d *Driver) cleanup(ctx context.Context, l *lease) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	_ = l.Release(cctx)
+	_, _ = l.release(cctx, true)
 }
 
-// parseAcquire reads the acquire script's {granted, token or pttl}.
-func parseAcquire(res any) (granted bool, n int64, err error) {
+// parseAcquire reads an acquire script's {status, token or pttl}: status
+// 0 is held (n is the holder's pttl), 1 granted by this call, 2 (the
+// queued script) held already by the caller.
+func parseAcquire(res any) (status, n int64, err error) {
 	a, ok := res.([]any)
 	if ok && len(a) == 2 {
 		g, ok1 := a[0].(int64)
 		v, ok2 := a[1].(int64)
-		if ok1 && ok2 {
-			return g == 1, v, nil
+		if ok1 && ok2 && g >= 0 && g <= 2 {
+			return g, v, nil
 		}
 	}
-	return false, 0, fmt.Errorf("%w from the acquire script: %v", errReply, res)
+	return 0, 0, fmt.Errorf("%w from the acquire script: %v", errReply, res)
 }
 
 // pttl turns the holder's PTTL into a wait bound: maxWait when the key has

@@ -229,11 +229,11 @@ func (rl *RedLock) try(ctx context.Context, r backend.Request) (*redLease, time.
 			undo[i] = mayHaveRun(res.err)
 			continue
 		}
-		ok, n, err := parseAcquire(res.res)
+		status, n, err := parseAcquire(res.res)
 		switch {
 		case err != nil:
 			errs = append(errs, err)
-		case ok:
+		case status != 0:
 			granted++
 			undo[i] = true
 		default:

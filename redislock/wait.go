@@ -1,204 +1,251 @@
 package redislock
 
 import (
-	"container/list"
 	"context"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/golocker/locker/backend"
 )
 
-// Waiting. Within one Driver, the waiters on a name form a FIFO queue and
-// only its head asks Redis: a release (a message on the lock's channel)
-// wakes the head alone, so one release costs one try however many wait
-// here. When the head acquires, the next head does not try at once — the
-// lock was just taken — but waits for the next message. A head that gives
-// up passes an unused wake-up on. Waiters in other processes compete with
-// the head; the order across processes is not fair (Capabilities.FIFO is
-// false).
+// Waiting. A waiter joins the lock's queue in Redis (scripts/queue.lua)
+// and the lock comes to it: the release, expiry or forced release that
+// frees the lock hands it to the oldest live waiter in the same script,
+// which publishes "granted <token> <owner>" on the lock's channel. The
+// Driver's pub/sub listener passes the grant to that waiter alone, which
+// returns without another call: one release costs one script and one
+// message, however many wait, in however many processes, and waiters are
+// served in the order they joined (Capabilities.FIFO).
 //
-// The head subscribes before the try that follows a failed one (Redisson's
-// order), so a release between the two is not missed, and never waits
-// longer than min(the holder's remaining lease, maxWait) before trying
-// again: pub/sub is at-most-once. A queue without a subscription (the
-// Driver's bound was reached, or Redis refused the SUBSCRIBE) polls with
-// backoff under the same bound.
+// A waiter subscribes before it joins (Redisson's order), so no grant is
+// published before its process listens. Pub/sub is at-most-once (a
+// reconnect loses messages), so a waiter also renews its place at least
+// every refreshInterval and at the end of the holder's lease: that call
+// finds the lock handed to it if the message was lost, and frees an
+// expired lock, handing it to the oldest waiter. A place that is not
+// renewed lapses after placeWindow (a crashed waiter is skipped), and the
+// waiter joins again at the back when it renews late.
+//
+// A waiter that gives up (ctx, Close, an error) leaves the queue with
+// queue_release.lua, which also passes the lock on if it was handed to
+// the waiter meanwhile. A waiter without a subscription (the Driver's
+// bound was reached, or SUBSCRIBE failed) polls with backoff instead of
+// waiting for the message.
 
-// queue is the local waiters on one name. Guarded by Driver.mu.
+// queue is this Driver's waiters on one name. Guarded by Driver.mu.
 type queue struct {
 	name, key, channel string
-	waiters            list.List // of *waiter; the front is the head
+	waiters            map[string]*waiter // by owner
 	sub                *subscription
-	// until is when the current holder's lease ends, as last seen: no
-	// head waits past it.
-	until time.Time
 }
 
 type waiter struct {
-	elem   *list.Element
-	signal chan struct{} // capacity 1: woken, or made head
-	woken  bool          // a release was published since the head's last try
-}
-
-func (q *queue) head() *waiter {
-	if f := q.waiters.Front(); f != nil {
-		return f.Value.(*waiter)
-	}
-	return nil
+	owner string
+	grant chan uint64   // capacity 1: the token of the grant published to this owner
+	wake  chan struct{} // capacity 1: the lock was freed with nobody queued, or pub/sub reconnected
 }
 
 func (w *waiter) poke() {
 	select {
-	case w.signal <- struct{}{}:
+	case w.wake <- struct{}{}:
 	default:
 	}
 }
 
-// wakeHeadLocked tells the head of name's queue that the lock may be free.
-// d.mu is held.
-func (d *Driver) wakeHeadLocked(name string) {
-	if q := d.queues[name]; q != nil {
-		if h := q.head(); h != nil {
-			h.woken = true
-			h.poke()
-		}
-	}
-}
-
-// Polling backoff of a queue without a subscription, and the smallest wait.
+// Polling backoff of a waiter without a subscription, and the smallest wait.
 const (
 	pollMin = 5 * time.Millisecond
 	minWait = time.Millisecond
 )
 
+// refreshInterval is how often a waiter renews its place: a third of the
+// lease it asks for, so that a grant found by a renewal (its message was
+// lost) is dated at most that much early, within [10ms, maxWait].
+func refreshInterval(ttl time.Duration) time.Duration {
+	return min(max(ttl/3, 10*time.Millisecond), maxWait)
+}
+
+// placeWindow is how long a place in the queue lasts unless renewed:
+// three renewals and a second of slack for a slow process. A waiter that
+// crashed is skipped after it; one handed the lock in that time holds it
+// until its lease ends, like a holder that crashed.
+func placeWindow(ttl time.Duration) time.Duration {
+	return 3*refreshInterval(ttl) + time.Second
+}
+
 // wait acquires r.Name for r.Owner, waiting until granted or ctx ends.
 func (d *Driver) wait(ctx context.Context, r backend.Request) (backend.Lease, error) {
-	// Nobody waits here: one try first, without subscribing.
 	d.mu.Lock()
-	queued := d.queues[r.Name] != nil
+	q := d.queues[r.Name]
+	subscribed := q != nil && q.sub != nil && q.sub.isReady()
 	d.mu.Unlock()
-	var holderLeft time.Duration
-	if !queued {
-		l, left, err := d.try(ctx, r)
+	if !subscribed {
+		// One try first, without subscribing or queueing: a free lock
+		// costs one call. (With a subscription, joining the queue also
+		// takes a free lock at once.)
+		l, _, _, err := d.try(ctx, r, false)
 		switch {
 		case l != nil:
 			return l, nil
 		case err != nil && !retryable(err):
 			return nil, err
-		case err != nil:
-			left = pollMin
 		}
-		holderLeft = left
 	}
 
-	w := &waiter{signal: make(chan struct{}, 1)}
-	d.mu.Lock()
-	if d.isClosed() {
-		d.mu.Unlock()
-		return nil, backend.ErrClosed
+	q, w, err := d.join(r.Name, r.Owner)
+	if err != nil {
+		return nil, err
 	}
-	q := d.queues[r.Name]
-	if q == nil {
-		key := d.keys.lock(r.Name)
-		q = &queue{name: r.Name, key: key, channel: channelOf(key), until: time.Now().Add(holderLeft)}
-		d.queues[r.Name] = q
-	}
-	w.elem = q.waiters.PushBack(w)
-	// The first head retries once subscribed; a waiter that joined a queue
-	// waits for its turn.
-	tryNow := q.head() == w
-	d.mu.Unlock()
-
+	refresh := refreshInterval(r.TTL)
 	backoff := pollMin    // polling without a subscription
 	errBackoff := pollMin // retrying after transient errors
 	var awaited *subscription
+	// since is the send time of the last call that left the owner
+	// waiting (or, before one did, of the first call that may have queued
+	// it): a grant found later happened after it, so a lease dated from it
+	// is never dated late.
+	var since time.Time
 	for {
 		d.mu.Lock()
-		head := q.head() == w
-		if head {
-			d.subscribeLocked(q) // a no-op when subscribed or at the bound
-			if w.woken {
-				tryNow = true
-			}
-			if tryNow {
-				w.woken = false // a message during the try sets it again
-			}
-		}
-		sub, until := q.sub, q.until
+		sub := q.sub
 		d.mu.Unlock()
-
-		if head && tryNow {
-			tryNow = false
-			if sub != nil && sub != awaited && !sub.isReady() {
-				// Once per subscription: if it is never confirmed (no
-				// pub/sub for this client), the head polls instead.
-				awaited = sub
-				if err := d.awaitReady(ctx, sub); err != nil {
-					d.leave(q, w, time.Time{}, false)
-					return nil, err
-				}
+		if sub != nil && sub != awaited && !sub.isReady() {
+			// Once per subscription: if it is never confirmed (no
+			// pub/sub for this client), the waiter polls instead.
+			awaited = sub
+			if err := d.awaitReady(ctx, sub); err != nil {
+				return nil, d.giveUp(ctx, q, w, r, err)
 			}
-			l, left, err := d.try(ctx, r)
-			if l != nil {
-				d.leave(q, w, l.start.Add(r.TTL), false)
-				return l, nil
-			}
-			if err != nil {
-				if ctx.Err() != nil || d.isClosed() || !retryable(err) {
-					// The try may have used up a wake-up: pass one on.
-					d.leave(q, w, time.Time{}, true)
-					if ctx.Err() != nil {
-						return nil, ctx.Err()
-					}
-					return nil, err
-				}
-				left = errBackoff
-				errBackoff = min(2*errBackoff, maxWait)
-			} else {
-				errBackoff = pollMin
-			}
-			d.mu.Lock()
-			q.until = time.Now().Add(left)
-			d.mu.Unlock()
-			continue
 		}
 
-		var timeout <-chan time.Time
-		var timer *time.Timer
-		if head {
-			bound := min(time.Until(until), maxWait)
-			if sub == nil || !sub.isReady() {
-				bound = min(bound, backoff/2+rand.N(backoff/2+1))
-				backoff = min(2*backoff, maxWait)
-			} else {
-				backoff = pollMin
-			}
-			timer = time.NewTimer(max(bound, minWait))
-			timeout = timer.C
+		sent := time.Now()
+		if since.IsZero() {
+			since = sent
 		}
-		var err error
+		l, already, left, err := d.try(ctx, r, true)
+		if l != nil {
+			if already {
+				l.start = since
+			}
+			return d.granted(ctx, q, w, r, l, already)
+		}
+		if err != nil {
+			if ctx.Err() != nil || d.isClosed() || !retryable(err) {
+				return nil, d.giveUp(ctx, q, w, r, err)
+			}
+			left = errBackoff
+			errBackoff = min(2*errBackoff, maxWait)
+		} else {
+			errBackoff = pollMin
+			since = sent
+		}
+
+		bound := min(left, refresh)
+		if sub == nil || !sub.isReady() {
+			bound = min(bound, backoff/2+rand.N(backoff/2+1))
+			backoff = min(2*backoff, maxWait)
+		} else {
+			backoff = pollMin
+		}
+		timer := time.NewTimer(max(bound, minWait))
 		select {
-		case <-w.signal:
-		case <-timeout:
-			tryNow = true
+		case token := <-w.grant:
+			timer.Stop()
+			l := &lease{d: d, key: q.key, owner: r.Owner, token: token, start: since}
+			return d.granted(ctx, q, w, r, l, true)
+		case <-w.wake:
+		case <-timer.C:
 		case <-ctx.Done():
 			err = ctx.Err()
 		case <-d.closed:
 			err = backend.ErrClosed
 		}
-		if timer != nil {
-			timer.Stop()
-		}
+		timer.Stop()
 		if err != nil {
-			d.leave(q, w, time.Time{}, false)
-			return nil, err
+			return nil, d.giveUp(ctx, q, w, r, err)
 		}
 	}
 }
 
+// granted ends a wait that got the lock. A grant made by another call (a
+// hand-off) is confirmed on the replicas first if WithWaitReplicas asks
+// for it.
+func (d *Driver) granted(ctx context.Context, q *queue, w *waiter, r backend.Request, l *lease, handed bool) (backend.Lease, error) {
+	if handed && d.opts.waitReplicas > 0 {
+		if err := d.confirmReplicated(ctx, l, r.TTL); err != nil {
+			return nil, d.giveUp(ctx, q, w, r, err)
+		}
+	}
+	d.leave(q, w)
+	return l, nil
+}
+
+// join adds a waiter for owner to name's queue, subscribing the queue to
+// the lock's channel if it is not yet.
+func (d *Driver) join(name, owner string) (*queue, *waiter, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.isClosed() {
+		return nil, nil, backend.ErrClosed
+	}
+	q := d.queues[name]
+	if q == nil {
+		key := d.keys.lock(name)
+		q = &queue{name: name, key: key, channel: channelOf(key), waiters: make(map[string]*waiter)}
+		d.queues[name] = q
+	}
+	w := &waiter{owner: owner, grant: make(chan uint64, 1), wake: make(chan struct{}, 1)}
+	q.waiters[owner] = w
+	d.subscribeLocked(q) // a no-op when subscribed or at the bound
+	d.waiting.Add(1)
+	return q, w, nil
+}
+
+// leave takes w out of its queue. The last waiter out drops the queue and
+// its subscription.
+func (d *Driver) leave(q *queue, w *waiter) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if q.waiters[w.owner] == w {
+		delete(q.waiters, w.owner)
+	}
+	if len(q.waiters) == 0 {
+		if d.queues[q.name] == q {
+			delete(d.queues, q.name)
+		}
+		d.unsubscribeLocked(q)
+	}
+	d.waiting.Done()
+}
+
+// giveUp ends a wait that failed with err: it leaves the local queue, so a
+// grant published from now on is not taken, and then the queue in Redis,
+// passing the lock on if it was handed to the owner meanwhile. The call to
+// Redis runs in the background (Close waits for it), so a cancelled Lock
+// returns at once. It returns err, or ctx's error when ctx ended.
+func (d *Driver) giveUp(ctx context.Context, q *queue, w *waiter, r backend.Request, err error) error {
+	d.mu.Lock()
+	if q.waiters[w.owner] == w {
+		delete(q.waiters, w.owner)
+	}
+	d.mu.Unlock()
+	l := &lease{d: d, key: q.key, owner: r.Owner}
+	go func() {
+		defer d.leave(q, w) // after the call: Close waits for it
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
+		_, _ = l.release(cctx, true)
+	}()
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
+}
+
 // awaitReady waits for sub's SUBSCRIBE to be confirmed, at most maxWait:
-// if the confirmation is late, the head tries anyway and polls.
+// if the confirmation is late, the waiter joins anyway and polls.
 func (d *Driver) awaitReady(ctx context.Context, sub *subscription) error {
 	t := time.NewTimer(maxWait)
 	defer t.Stop()
@@ -213,31 +260,40 @@ func (d *Driver) awaitReady(ctx context.Context, sub *subscription) error {
 	return nil
 }
 
-// leave takes w out of q. A head that acquired (grantedUntil is the end of
-// its lease) makes the next waiter head without a wake-up: that one waits
-// for the next release. A head that gives up passes its wake-up on, if it
-// had one or (pass) may have used one. The last waiter out drops the queue
-// and its subscription.
-func (d *Driver) leave(q *queue, w *waiter, grantedUntil time.Time, pass bool) {
+// onMessage passes a message on name's channel to the waiters: a grant to
+// the waiter it names, if it waits here; "released" (the lock was freed
+// with nobody queued in Redis) to every waiter here, which are about to
+// join.
+func (d *Driver) onMessage(channel, payload string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	wasHead := q.head() == w
-	q.waiters.Remove(w.elem)
-	if !grantedUntil.IsZero() {
-		q.until = grantedUntil
+	s := d.subs[channel]
+	if s == nil {
+		return
 	}
-	if wasHead {
-		if next := q.head(); next != nil {
-			if grantedUntil.IsZero() && (w.woken || pass) {
-				next.woken = true
+	q := d.queues[s.name]
+	if q == nil {
+		return
+	}
+	if rest, ok := strings.CutPrefix(payload, "granted "); ok {
+		tok, owner, _ := strings.Cut(rest, " ")
+		token, err := strconv.ParseUint(tok, 10, 64)
+		if w := q.waiters[owner]; w != nil && err == nil {
+			select {
+			case w.grant <- token:
+			default:
 			}
-			next.poke()
 		}
+		return
 	}
-	if q.waiters.Len() == 0 {
-		if d.queues[q.name] == q {
-			delete(d.queues, q.name)
+	d.wakeAllLocked(s.name)
+}
+
+// wakeAllLocked makes every waiter on name call Redis now. d.mu is held.
+func (d *Driver) wakeAllLocked(name string) {
+	if q := d.queues[name]; q != nil {
+		for _, w := range q.waiters {
+			w.poke()
 		}
-		d.unsubscribeLocked(q)
 	}
 }

@@ -1,4 +1,5 @@
--- acquire.lua: take a lock that nobody holds.
+-- acquire.lua: take a lock that nobody holds, on one RedLock instance.
+-- (A Driver queues its waiters: queue_acquire.lua.)
 --
 -- KEYS[1]  the lock: a hash {owner, token} with the lease as its expiry
 -- KEYS[2]  the fence counter of the name; it never expires, so tokens keep

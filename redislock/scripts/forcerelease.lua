@@ -1,12 +1,12 @@
--- forcerelease.lua: free a lock whoever holds it (admin tools), and tell
--- waiters. The holder finds out at its next renewal.
+-- forcerelease.lua: free a lock whoever holds it (admin tools), handing it
+-- to the oldest live waiter (after queue.lua). The holder finds out at its
+-- next renewal.
 --
--- KEYS[1]  the lock hash
 -- ARGV[1]  the lock's pub/sub channel
 --
--- Returns 1 when a lock was deleted, 0 when nobody held it.
-if redis.call('del', KEYS[1]) == 0 then
+-- Returns 1 when a lock was freed, 0 when nobody held it.
+if redis.call('exists', KEYS[1]) == 0 then
   return 0
 end
-redis.call('publish', ARGV[1], 'released')
+free(ARGV[1])
 return 1

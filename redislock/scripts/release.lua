@@ -1,4 +1,5 @@
--- release.lua: free a lock if the caller still owns it, and tell waiters.
+-- release.lua: free a lock if the caller still owns it, and tell waiters,
+-- on one RedLock instance. (A Driver hands the lock on: queue_release.lua.)
 --
 -- KEYS[1]  the lock hash
 -- ARGV[1]  the owner that acquired it

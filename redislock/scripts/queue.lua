@@ -1,0 +1,76 @@
+-- queue.lua: the queue of a lock's waiters. Not a script of its own: the
+-- Driver puts it in front of queue_acquire.lua, queue_release.lua,
+-- forcerelease.lua and waiters.lua, which all take the same keys:
+--
+-- KEYS[1]  the lock: a hash {owner, token} with the lease as its expiry
+-- KEYS[2]  the fence counter of the name; it never expires
+-- KEYS[3]  the queue: a list of waiting owners, the oldest first
+-- KEYS[4]  the waiters: a hash of owner -> "<deadline> <lease>", in ms; a
+--          waiter's place lapses at its deadline (Redis time) unless the
+--          waiter renews it, so a crashed waiter is skipped, not granted
+--
+-- A lock that is released, expires or is freed by force goes to the
+-- oldest live waiter at once (a hand-off): the script that finds it free
+-- grants it and publishes "granted <token> <owner>" on the lock's channel.
+-- "released" is published when nobody waited.
+
+local function now_ms()
+  local t = redis.call('time')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- head returns the oldest waiter whose place has not lapsed, and its lease,
+-- after taking lapsed ones off the queue; nil when nobody waits.
+local function head(now)
+  while true do
+    local o = redis.call('lindex', KEYS[3], 0)
+    if not o then
+      return nil
+    end
+    local e = redis.call('hget', KEYS[4], o)
+    if e then
+      local sp = string.find(e, ' ', 1, true)
+      if sp and tonumber(string.sub(e, 1, sp - 1)) >= now then
+        return o, string.sub(e, sp + 1)
+      end
+    end
+    redis.call('lpop', KEYS[3])
+    redis.call('hdel', KEYS[4], o)
+  end
+end
+
+-- dequeue takes the head o off the queue.
+local function dequeue(o)
+  redis.call('lpop', KEYS[3])
+  redis.call('hdel', KEYS[4], o)
+end
+
+-- grant gives the lock to owner for lease ms, with the next fencing token.
+local function grant(owner, lease)
+  local token = redis.call('incr', KEYS[2])
+  redis.call('hset', KEYS[1], 'owner', owner, 'token', token)
+  redis.call('pexpire', KEYS[1], lease)
+  return token
+end
+
+-- hand_off gives the lock to the oldest live waiter and tells it on
+-- channel. It returns false, changing nothing, when nobody waits.
+local function hand_off(channel, now)
+  local o, lease = head(now)
+  if not o then
+    return false
+  end
+  dequeue(o)
+  local token = grant(o, lease)
+  redis.call('publish', channel, 'granted ' .. token .. ' ' .. o)
+  return true
+end
+
+-- free lets the lock go: to the next waiter, or to nobody.
+local function free(channel)
+  if not hand_off(channel, now_ms()) then
+    redis.call('del', KEYS[1])
+    redis.call('publish', channel, 'released')
+  end
+end
+

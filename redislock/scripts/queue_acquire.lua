@@ -1,0 +1,45 @@
+-- queue_acquire.lua: take a lock in its waiters' order (after queue.lua).
+--
+-- ARGV[1]  the owner (unique per acquisition)
+-- ARGV[2]  the lease, in ms
+-- ARGV[3]  "1" to wait: join the queue, or renew one's place in it; "0"
+--          to try once
+-- ARGV[4]  how long a place in the queue lasts unless renewed, in ms
+-- ARGV[5]  the lock's channel
+--
+-- Returns {1, token} when this call granted the lock; {2, token} when the
+-- owner already holds it (it was handed the lock while it waited, or this
+-- very request ran before and a client retried it); {0, pttl} when another
+-- owner holds it: the holder's remaining lease, -1 if the key has no
+-- expiry (set by hand).
+--
+-- A free lock goes to the caller only if nobody waits or the caller is the
+-- oldest waiter; otherwise this call hands it to the oldest one.
+-- Reentrancy is not handled here: package locker never asks for a lock
+-- that the same owner holds.
+local cur = redis.call('hmget', KEYS[1], 'owner', 'token')
+if cur[1] == ARGV[1] then
+  return {2, tonumber(cur[2]) or 0}
+end
+local now = now_ms()
+if redis.call('exists', KEYS[1]) == 0 then
+  local o = head(now)
+  if not o or o == ARGV[1] then
+    if o then
+      dequeue(o)
+    end
+    return {1, grant(ARGV[1], ARGV[2])}
+  end
+  hand_off(ARGV[5], now)
+end
+if ARGV[3] == '1' then
+  if redis.call('hexists', KEYS[4], ARGV[1]) == 0 then
+    redis.call('rpush', KEYS[3], ARGV[1])
+  end
+  local window = tonumber(ARGV[4])
+  redis.call('hset', KEYS[4], ARGV[1], (now + window) .. ' ' .. ARGV[2])
+  -- Both keys outlive every place in them, and go when nobody waits.
+  redis.call('pexpire', KEYS[3], window + 1000)
+  redis.call('pexpire', KEYS[4], window + 1000)
+end
+return {0, redis.call('pttl', KEYS[1])}
