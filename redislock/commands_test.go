@@ -226,18 +226,20 @@ func TestOneReleaseWakesOneLocalWaiter(t *testing.T) {
 	}
 }
 
-// TestSubscriptionsAreBounded: with max_subscriptions=2, waiters on 10
-// names all get their locks (beyond the bound they poll), the driver never
-// subscribes to more than 2 channels, and it drops them all when nobody
-// waits any more.
-func TestSubscriptionsAreBounded(t *testing.T) {
+// TestOneSubscriptionPerDriver: waiters on 10 names, on two Drivers, all
+// get their locks by hand-off, while each Driver is subscribed to one
+// channel (its inbox), whatever the number of names; Close unsubscribes.
+func TestOneSubscriptionPerDriver(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t, 2*time.Minute)
 	srv := testserver.Redis(t)
 	url := "redis://" + srv.Addr
 	holderC := openClient(t, url, locker.WithTTL(60*time.Second))
-	waitC := openClient(t, url+"?max_subscriptions=2", locker.WithTTL(60*time.Second))
-	q := waitC.Driver().(backend.QueueInspector)
+	waitCs := []*locker.Client{
+		openClient(t, url, locker.WithTTL(60*time.Second)),
+		openClient(t, url, locker.WithTTL(60*time.Second)),
+	}
+	q := holderC.Driver().(backend.QueueInspector)
 	channels := func() int {
 		r, err := srv.Do(ctx, "PUBSUB", "CHANNELS", "golocker:*")
 		if err != nil {
@@ -249,39 +251,40 @@ func TestSubscriptionsAreBounded(t *testing.T) {
 	const n = 10
 	var holders []*locker.Mutex
 	for i := range n {
-		m := holderC.NewMutex(fmt.Sprintf("bounded/%d", i))
+		m := holderC.NewMutex(fmt.Sprintf("names/%d", i))
 		if err := m.Lock(ctx); err != nil {
 			t.Fatal(err)
 		}
 		holders = append(holders, m)
 	}
-	got := make(chan error, n)
+	got := make(chan error, 2*n)
 	for i := range n {
-		m := waitC.NewMutex(fmt.Sprintf("bounded/%d", i))
-		go func() {
-			err := m.Lock(ctx)
-			if err == nil {
-				err = m.Unlock(ctx)
-			}
-			got <- err
-		}()
+		for _, c := range waitCs {
+			m := c.NewMutex(fmt.Sprintf("names/%d", i))
+			go func() {
+				err := m.Lock(ctx)
+				if err == nil {
+					err = m.Unlock(ctx)
+				}
+				got <- err
+			}()
+		}
 	}
 	for i := range n {
-		eventually(t, 30*time.Second, fmt.Sprintf("waiter %d queued", i), func() bool {
-			k, err := q.Waiters(ctx, fmt.Sprintf("bounded/%d", i))
-			return err == nil && k == 1
+		eventually(t, 30*time.Second, fmt.Sprintf("2 waiters on name %d queued", i), func() bool {
+			k, err := q.Waiters(ctx, fmt.Sprintf("names/%d", i))
+			return err == nil && k == 2
 		})
 	}
-	eventually(t, 30*time.Second, "2 channels subscribed", func() bool { return channels() == 2 })
+	if k := channels(); k != 2 {
+		t.Errorf("%d channels subscribed by 2 Drivers waiting on %d names, want 2", k, n)
+	}
 	for _, m := range holders {
-		if k := channels(); k > 2 {
-			t.Errorf("%d channels subscribed, the bound is 2", k)
-		}
 		if err := m.Unlock(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for range n {
+	for range 2 * n {
 		select {
 		case err := <-got:
 			if err != nil {
@@ -289,6 +292,11 @@ func TestSubscriptionsAreBounded(t *testing.T) {
 			}
 		case <-ctx.Done():
 			t.Fatal("not every waiter got its lock")
+		}
+	}
+	for _, c := range waitCs {
+		if err := c.Close(); err != nil {
+			t.Errorf("Close: %v", err)
 		}
 	}
 	eventually(t, 30*time.Second, "every channel unsubscribed", func() bool { return channels() == 0 })

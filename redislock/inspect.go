@@ -127,7 +127,7 @@ func (d *Driver) ForceRelease(ctx context.Context, name string) error {
 		return err
 	}
 	key := d.keys.lock(name)
-	n, err := forceReleaseScript.Run(ctx, d.client, scriptKeys(key), channelOf(key)).Int64()
+	n, err := forceReleaseScript.Run(ctx, d.client, scriptKeys(key)).Int64()
 	if err != nil {
 		return storeErr(err)
 	}

@@ -35,8 +35,7 @@ func (l *lease) Renew(ctx context.Context, ttl time.Duration) error {
 }
 
 // Release implements backend.Lease with the owner-checked release script,
-// which hands the lock to the oldest waiter, if any, and publishes to the
-// lock's channel.
+// which hands the lock to the oldest waiter, if any.
 func (l *lease) Release(ctx context.Context) error {
 	n, err := l.release(ctx, false)
 	if err != nil {
@@ -52,7 +51,7 @@ func (l *lease) release(ctx context.Context, leave bool) (int64, error) {
 	if leave {
 		mode = "1"
 	}
-	n, err := queueReleaseScript.Run(ctx, l.d.client, scriptKeys(l.key), l.owner, channelOf(l.key), mode).Int64()
+	n, err := queueReleaseScript.Run(ctx, l.d.client, scriptKeys(l.key), l.owner, mode).Int64()
 	return n, storeErr(err)
 }
 

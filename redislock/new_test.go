@@ -24,7 +24,6 @@ func TestNewValidates(t *testing.T) {
 	}{
 		{"nil client", must(redislock.New(nil)), false},
 		{"ring", must(redislock.New(ring)), false},
-		{"zero subscriptions", must(redislock.New(rdb, redislock.WithMaxSubscriptions(0))), true},
 		{"negative replicas", must(redislock.New(rdb, redislock.WithWaitReplicas(-1, time.Second))), true},
 		{"replicas without a timeout", must(redislock.New(rdb, redislock.WithWaitReplicas(1, 0))), true},
 		{"prefix with a brace", must(redislock.New(rdb, redislock.WithKeyPrefix("a{"))), true},
@@ -32,7 +31,6 @@ func TestNewValidates(t *testing.T) {
 		{"wait replicas on a Ring-less wrapper", must(redislock.New(wrapped{rdb}, redislock.WithWaitReplicas(1, time.Second))), false},
 		{"two RedLock instances", must(redislock.NewRedLock(three[:2])), false},
 		{"nil RedLock instance", must(redislock.NewRedLock([]redis.UniversalClient{rdb, nil, rdb})), false},
-		{"subscriptions on a RedLock", must(redislock.NewRedLock(three, redislock.WithMaxSubscriptions(3))), true},
 		{"wait replicas on a RedLock", must(redislock.NewRedLock(three, redislock.WithWaitReplicas(1, time.Second))), true},
 		{"zero instance timeout", must(redislock.NewRedLock(three, redislock.WithInstanceTimeout(0))), true},
 	} {

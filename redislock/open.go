@@ -67,7 +67,7 @@ func openURL(ctx context.Context, u *url.URL, extra []Option) (backend.Driver, e
 		return nil, err
 	}
 	if cfg.scheme == SchemeRedLock {
-		if err := o.refuse("RedLock", "WithMaxSubscriptions", "WithWaitReplicas"); err != nil {
+		if err := o.refuse("RedLock", "WithWaitReplicas"); err != nil {
 			return nil, err
 		}
 		clients := make([]redis.UniversalClient, len(cfg.addrs))

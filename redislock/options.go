@@ -7,10 +7,6 @@ import (
 	"github.com/golocker/locker"
 )
 
-// DefaultMaxSubscriptions is how many lock channels a Driver subscribes to
-// at once unless WithMaxSubscriptions says otherwise.
-const DefaultMaxSubscriptions = 10000
-
 // maxWait caps every wait between two tries of a waiting Acquire. Pub/sub
 // is at-most-once (a reconnect loses messages), so a waiter never trusts it
 // alone for longer than this, nor longer than the holder's remaining lease.
@@ -26,7 +22,6 @@ type Option func(*options) error
 
 type options struct {
 	keyPrefix       string
-	maxSubs         int
 	waitReplicas    int
 	waitTimeout     time.Duration
 	instanceTimeout time.Duration
@@ -36,7 +31,7 @@ type options struct {
 }
 
 func defaultOptions() options {
-	return options{keyPrefix: DefaultKeyPrefix, maxSubs: DefaultMaxSubscriptions}
+	return options{keyPrefix: DefaultKeyPrefix}
 }
 
 func (o *options) apply(opts []Option) error {
@@ -85,22 +80,6 @@ func WithKeyPrefix(prefix string) Option {
 		}
 		o.keyPrefix = prefix
 		o.set = append(o.set, "WithKeyPrefix")
-		return nil
-	}
-}
-
-// WithMaxSubscriptions bounds how many lock channels one Driver subscribes
-// to at once (default DefaultMaxSubscriptions). Waiters on further names
-// poll instead, never longer than the holder's remaining lease between two
-// tries; they still get their locks. n must be at least 1.
-// URL parameter: max_subscriptions. Not for RedLock, which always polls.
-func WithMaxSubscriptions(n int) Option {
-	return func(o *options) error {
-		if n < 1 {
-			return optionError("max subscriptions %d, must be at least 1", n)
-		}
-		o.maxSubs = n
-		o.set = append(o.set, "WithMaxSubscriptions")
 		return nil
 	}
 }

@@ -2,234 +2,159 @@ package redislock
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// A Driver has one pub/sub connection, opened when a waiter first needs
-// it. Two goroutines serve it until Close: the manager, the only one to
-// send SUBSCRIBE and UNSUBSCRIBE (so they reach Redis in the order the
-// Driver decided them), and the listener, which hands messages and
-// subscription confirmations to the waiters.
-//
-// A subscription is held by the local waiters on its name while there are
-// any, and unsubscribed when it empties; if another
-// queue wants the channel before the manager got to it, it is reused. At
-// most opts.maxSubs channels are subscribed at once; queues beyond the
-// bound poll.
+// A Driver has one pub/sub channel of its own, its inbox: the scripts
+// that hand a lock to one of its waiters publish "<token> <owner>" there,
+// so a grant reaches the one process that waits for it, and wakes no
+// other. The Driver subscribes when a waiter first needs the inbox, and
+// stays subscribed until Close: one SUBSCRIBE in the Driver's life, one
+// subscription however many names it waits for. Two goroutines serve it:
+// the subscriber, which sends SUBSCRIBE (again after a failure), and the
+// listener, which hands grants to the waiters.
 
-// subscription is the state of one lock channel. Guarded by Driver.mu.
-type subscription struct {
+// inbox is the state of the Driver's inbox. Its fields do not change after
+// startInboxLocked.
+type inbox struct {
 	channel string
-	name    string
-	refs    int  // queues holding it: 0 or 1
-	sent    bool // SUBSCRIBE sent and no UNSUBSCRIBE since
-	pending int  // SUBSCRIBE confirmations still to come
-
-	confirmed bool
-	ready     chan struct{} // closed by the first confirmation
+	ps      *redis.PubSub
+	ready   chan struct{} // closed by the first confirmation of the SUBSCRIBE
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
 }
 
-func (s *subscription) isReady() bool {
+func (b *inbox) isReady() bool {
 	select {
-	case <-s.ready:
+	case <-b.ready:
 		return true
 	default:
 		return false
 	}
 }
 
-type pubsubState struct {
-	ps     *redis.PubSub
-	kick   chan struct{}       // the manager has work; capacity 1
-	dirty  map[string]struct{} // channels whose state changed; guarded by Driver.mu
-	cancel context.CancelFunc  // ends the manager and its calls
-	wg     sync.WaitGroup
+// inboxCallTimeout bounds one SUBSCRIBE; resubscribeDelay is the wait
+// before sending one again after a failure (its waiters poll meanwhile).
+const (
+	inboxCallTimeout = 5 * time.Second
+	resubscribeDelay = 200 * time.Millisecond
+)
+
+// inboxChannel returns a new inbox channel name under prefix: 128 random
+// bits, so two Drivers never share one.
+func inboxChannel(prefix string) string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return prefix + "inbox:" + hex.EncodeToString(b[:])
 }
 
-// pubsubCallTimeout bounds one SUBSCRIBE or UNSUBSCRIBE by the manager.
-const pubsubCallTimeout = 5 * time.Second
-
-// resubscribeDelay is how long the manager waits before sending again
-// SUBSCRIBEs that failed; their waiters poll meanwhile.
-const resubscribeDelay = 200 * time.Millisecond
-
-func (p *pubsubState) stop() {
-	p.cancel()
-	_ = p.ps.Close()
-	p.wg.Wait()
-}
-
-// subscribeLocked gives q a subscription to its lock's channel, unless the
-// Driver's bound is reached: q then polls. d.mu is held.
-func (d *Driver) subscribeLocked(q *queue) {
-	if q.sub != nil || d.isClosed() {
-		return
-	}
-	s := d.subs[q.channel]
-	if s == nil {
-		if len(d.subs) >= d.opts.maxSubs {
-			return
-		}
-		s = &subscription{channel: q.channel, name: q.name, ready: make(chan struct{})}
-		d.subs[q.channel] = s
-	}
-	s.refs++
-	q.sub = s
-	d.startPubSubLocked()
-	d.pokeLocked(s.channel)
-}
-
-// unsubscribeLocked drops q's subscription. d.mu is held.
-func (d *Driver) unsubscribeLocked(q *queue) {
-	s := q.sub
-	if s == nil {
-		return
-	}
-	q.sub = nil
-	s.refs--
-	if s.refs == 0 {
-		d.pokeLocked(s.channel)
-	}
-}
-
-func (d *Driver) pokeLocked(channel string) {
-	d.ps.dirty[channel] = struct{}{}
-	select {
-	case d.ps.kick <- struct{}{}:
-	default:
-	}
-}
-
-func (d *Driver) startPubSubLocked() {
-	if d.ps != nil {
-		return
+// startInboxLocked subscribes the Driver to its inbox, once. d.mu is held.
+func (d *Driver) startInboxLocked() *inbox {
+	if d.inbox != nil {
+		return d.inbox
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	ps := d.client.Subscribe(ctx) // no channel yet: no I/O
-	p := &pubsubState{
-		ps:     ps,
-		kick:   make(chan struct{}, 1),
-		dirty:  make(map[string]struct{}),
-		cancel: cancel,
+	b := &inbox{
+		channel: d.inboxName,
+		ps:      d.client.Subscribe(ctx), // no channel yet: no I/O
+		ready:   make(chan struct{}),
+		cancel:  cancel,
 	}
-	msgs := ps.ChannelWithSubscriptions(redis.WithChannelSize(1024))
-	p.wg.Add(2)
-	go d.listen(p, msgs)
-	go d.manage(ctx, p)
-	d.ps = p
+	msgs := b.ps.ChannelWithSubscriptions(redis.WithChannelSize(1024))
+	b.wg.Add(2)
+	go d.subscribe(ctx, b)
+	go d.listen(b, msgs)
+	d.inbox = b
+	return b
 }
 
-// manage sends the SUBSCRIBEs and UNSUBSCRIBEs that the subscriptions'
-// state calls for, in the order of that state's changes.
-func (d *Driver) manage(ctx context.Context, p *pubsubState) {
-	defer p.wg.Done()
-	var retry <-chan time.Time
+func (b *inbox) stop() {
+	b.cancel()
+	_ = b.ps.Close()
+	b.wg.Wait()
+}
+
+// subscribe sends the SUBSCRIBE until Redis takes it or the Driver
+// closes. Once taken, go-redis subscribes again by itself after a
+// reconnect.
+func (d *Driver) subscribe(ctx context.Context, b *inbox) {
+	defer b.wg.Done()
 	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-p.kick:
-		case <-retry:
-			retry = nil
-		}
-		sub, unsub := d.reconcile(p)
-		cctx, cancel := context.WithTimeout(ctx, pubsubCallTimeout)
-		if len(unsub) > 0 { // an empty list would mean "all"
-			_ = p.ps.Unsubscribe(cctx, unsub...)
-		}
-		if len(sub) > 0 {
-			if err := p.ps.Subscribe(cctx, sub...); err != nil && ctx.Err() == nil {
-				// The confirmations may never come: take the channels
-				// out of go-redis's set and send them again later.
-				_ = p.ps.Unsubscribe(cctx, sub...)
-				d.unsent(p, sub)
-				retry = time.After(resubscribeDelay)
-			}
-		}
+		cctx, cancel := context.WithTimeout(ctx, inboxCallTimeout)
+		err := b.ps.Subscribe(cctx, b.channel)
 		cancel()
-	}
-}
-
-// reconcile returns the channels to subscribe and to unsubscribe, and
-// updates their state as if that had been done.
-func (d *Driver) reconcile(p *pubsubState) (sub, unsub []string) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for ch := range p.dirty {
-		delete(p.dirty, ch)
-		s := d.subs[ch]
-		switch {
-		case s == nil:
-		case s.refs > 0 && !s.sent:
-			s.sent = true
-			s.pending++
-			sub = append(sub, ch)
-		case s.refs == 0 && !s.sent:
-			delete(d.subs, ch)
-		case s.refs == 0 && s.pending == 0:
-			// Only once confirmed: a confirmation still on its way could
-			// otherwise be taken for that of a later SUBSCRIBE.
-			delete(d.subs, ch)
-			unsub = append(unsub, ch)
+		if err == nil || ctx.Err() != nil {
+			return
 		}
-	}
-	return sub, unsub
-}
-
-// unsent marks the channels of a failed SUBSCRIBE as not subscribed, for
-// the manager's next round.
-func (d *Driver) unsent(p *pubsubState, channels []string) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for _, ch := range channels {
-		if s := d.subs[ch]; s != nil && s.sent {
-			s.sent, s.pending = false, 0
-			p.dirty[ch] = struct{}{}
+		// The confirmation may never come: take the channel out of
+		// go-redis's set and send it again later.
+		cctx, cancel = context.WithTimeout(ctx, inboxCallTimeout)
+		_ = b.ps.Unsubscribe(cctx, b.channel)
+		cancel()
+		t := time.NewTimer(resubscribeDelay)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return
 		}
 	}
 }
 
-// listen hands messages and confirmations to the waiters until the
-// PubSub is closed.
-func (d *Driver) listen(p *pubsubState, msgs <-chan any) {
-	defer p.wg.Done()
+// listen hands grants and confirmations to the waiters until the PubSub
+// is closed.
+func (d *Driver) listen(b *inbox, msgs <-chan any) {
+	defer b.wg.Done()
 	for m := range msgs {
 		switch m := m.(type) {
 		case *redis.Message:
-			d.onMessage(m.Channel, m.Payload)
+			d.onGrant(m.Payload)
 		case *redis.Subscription:
-			if m.Kind == "subscribe" {
-				d.onSubscribed(p, m.Channel)
+			if m.Kind != "subscribe" {
+				continue
 			}
+			if b.isReady() {
+				// go-redis reconnected and subscribed again: a grant
+				// published while the connection was down is lost, so
+				// the waiters ask now.
+				d.wakeAll()
+				continue
+			}
+			close(b.ready)
 		}
 	}
 }
 
-func (d *Driver) onSubscribed(p *pubsubState, channel string) {
+// onGrant passes a grant, "<token> <owner>", to the waiter it names, if it
+// still waits.
+func (d *Driver) onGrant(payload string) {
+	tok, owner, _ := strings.Cut(payload, " ")
+	token, err := strconv.ParseUint(tok, 10, 64)
+	if err != nil {
+		return
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	s := d.subs[channel]
-	if s == nil {
-		return
+	if w := d.waiters[owner]; w != nil {
+		select {
+		case w.grant <- token:
+		default:
+		}
 	}
-	if s.pending == 0 {
-		// go-redis reconnected and subscribed again: a grant published
-		// while the connection was down is lost, so the waiters ask now.
-		d.wakeAllLocked(s.name)
-		return
-	}
-	s.pending--
-	if s.pending > 0 {
-		return
-	}
-	if !s.confirmed {
-		s.confirmed = true
-		close(s.ready)
-	}
-	if s.refs == 0 {
-		d.pokeLocked(channel) // now it can be unsubscribed
+}
+
+// wakeAll makes every waiter of the Driver call Redis now.
+func (d *Driver) wakeAll() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, w := range d.waiters {
+		w.poke()
 	}
 }

@@ -35,12 +35,12 @@ type Driver struct {
 	closeOnce sync.Once
 	closeErr  error
 
-	waiting sync.WaitGroup // waits in the queue, and their leaving calls
+	waiting   sync.WaitGroup // waits in the queue, and their leaving calls
+	inboxName string         // the channel of grants to this Driver's waiters
 
-	mu     sync.Mutex
-	queues map[string]*queue        // local waiters by lock name
-	subs   map[string]*subscription // by channel
-	ps     *pubsubState             // started by the first subscription
+	mu      sync.Mutex
+	waiters map[string]*waiter // by owner
+	inbox   *inbox             // subscribed when a waiter first needs it
 }
 
 var (
@@ -88,14 +88,15 @@ func newDriver(client redis.UniversalClient, o options, own bool) *Driver {
 		opts:      o,
 		keys:      keys{prefix: o.keyPrefix},
 		closed:    make(chan struct{}),
-		queues:    make(map[string]*queue),
-		subs:      make(map[string]*subscription),
+		inboxName: inboxChannel(o.keyPrefix),
+		waiters:   make(map[string]*waiter),
 	}
 }
 
 // Capabilities implements backend.Driver: fencing tokens from a per-name
 // counter, a queue of waiters in Redis that a release hands the lock to in
-// order and tells by pub/sub, leases that expire, inspection. Loss is found
+// order, telling the waiter's Driver by pub/sub; leases that expire;
+// inspection. Loss is found
 // by the next renewal (no push signal).
 func (d *Driver) Capabilities() backend.Capabilities {
 	return backend.Capabilities{
@@ -113,7 +114,7 @@ func (d *Driver) Capabilities() backend.Capabilities {
 func (d *Driver) Key(name string) string { return d.keys.lock(name) }
 
 // Close ends the Driver's waits in flight with ErrClosed, waits for them
-// to leave the lock's queue in Redis, ends its pub/sub connection, and
+// to leave the locks' queues in Redis, ends its pub/sub connection, and
 // closes the client if the Driver opened it (Open). Holds stay until
 // released or expired. Close is idempotent.
 func (d *Driver) Close() error {
@@ -123,10 +124,10 @@ func (d *Driver) Close() error {
 		d.mu.Unlock()
 		d.waiting.Wait()
 		d.mu.Lock()
-		ps := d.ps
+		b := d.inbox
 		d.mu.Unlock()
-		if ps != nil {
-			ps.stop()
+		if b != nil {
+			b.stop()
 		}
 		if d.ownClient {
 			d.closeErr = d.client.Close()
@@ -159,7 +160,7 @@ func (d *Driver) Acquire(ctx context.Context, r backend.Request) (backend.Lease,
 		return nil, err
 	}
 	if !r.Wait {
-		l, _, _, err := d.try(ctx, r, false)
+		l, _, _, err := d.try(ctx, r, false, "")
 		if err != nil {
 			return nil, err
 		}
@@ -175,16 +176,18 @@ func (d *Driver) Acquire(ctx context.Context, r backend.Request) (backend.Lease,
 // (already: the owner held it before this call, handed it while it
 // waited), or the holder's remaining lease (maxWait when unknown) when
 // held. With queue, a held lock puts the owner in its queue, or renews its
-// place there; the caller leaves the queue when it gives up. Without, a
-// call that failed but may have run is undone before try returns.
-func (d *Driver) try(ctx context.Context, r backend.Request, queue bool) (l *lease, already bool, left time.Duration, err error) {
+// place there, with inbox as the channel to tell it of a grant ("": none,
+// the waiter polls); the caller leaves the queue when it gives up.
+// Without, a call that failed but may have run is undone before try
+// returns.
+func (d *Driver) try(ctx context.Context, r backend.Request, queue bool, inbox string) (l *lease, already bool, left time.Duration, err error) {
 	key := d.keys.lock(r.Name)
 	l = &lease{d: d, key: key, owner: r.Owner, start: time.Now()}
 	mode := "0"
 	if queue {
 		mode = "1"
 	}
-	args := []any{r.Owner, ms(r.TTL), mode, ms(placeWindow(r.TTL)), channelOf(key)}
+	args := []any{r.Owner, ms(r.TTL), mode, ms(placeWindow(r.TTL)), inbox}
 	var res any
 	cleaned := false
 	if d.opts.waitReplicas > 0 {

@@ -73,7 +73,7 @@ func (rl *RedLock) ForceRelease(ctx context.Context, name string) error {
 	}
 	key := rl.keys.lock(name)
 	results := rl.each(ctx, inspectTimeout, func(ctx context.Context, _ int, c redis.UniversalClient) (any, error) {
-		return forceReleaseScript.Run(ctx, c, scriptKeys(key), channelOf(key)).Int64()
+		return forceReleaseScript.Run(ctx, c, scriptKeys(key)).Int64()
 	})
 	deleted := 0
 	var errs []error

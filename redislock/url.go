@@ -40,7 +40,7 @@ type tlsParams struct {
 // Query parameters by scheme. Every scheme takes the common ones.
 var (
 	commonParams = []string{"key_prefix", "dial_timeout", "read_timeout", "write_timeout", "pool_size"}
-	driverParams = []string{"max_subscriptions", "wait_replicas", "wait_timeout"}
+	driverParams = []string{"wait_replicas", "wait_timeout"}
 	tlsParamList = []string{"tls_server_name", "tls_insecure_skip_verify", "tls_ca_file", "tls_cert_file", "tls_key_file"}
 	schemeParams = map[string][]string{
 		Scheme:         driverParams,
@@ -159,10 +159,6 @@ func (cfg *urlConfig) parseQuery(raw string, schemeParams []string) error {
 			cfg.writeTimeout, err = positiveDuration(v)
 		case "pool_size":
 			cfg.poolSize, err = positiveInt(v)
-		case "max_subscriptions":
-			var n int
-			n, err = positiveInt(v)
-			cfg.opts = append(cfg.opts, WithMaxSubscriptions(n))
 		case "wait_replicas":
 			waitReplicas, err = strconv.Atoi(v)
 			if err == nil && waitReplicas < 0 {

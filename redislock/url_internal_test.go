@@ -27,9 +27,9 @@ func TestParseURL(t *testing.T) {
 		{url: "redis://[::1]:7/1", want: urlConfig{scheme: Scheme, addrs: []string{"[::1]:7"}, db: 1}},
 		{url: "redis://[::1]", want: urlConfig{scheme: Scheme, addrs: []string{"[::1]:6379"}}},
 		{
-			url:  "redis://h:1?key_prefix=app:&max_subscriptions=7&wait_replicas=2&wait_timeout=1s&dial_timeout=2s&read_timeout=3s&write_timeout=4s&pool_size=9",
+			url:  "redis://h:1?key_prefix=app:&wait_replicas=2&wait_timeout=1s&dial_timeout=2s&read_timeout=3s&write_timeout=4s&pool_size=9",
 			want: urlConfig{scheme: Scheme, addrs: []string{"h:1"}, dialTimeout: 2 * time.Second, readTimeout: 3 * time.Second, writeTimeout: 4 * time.Second, poolSize: 9},
-			opts: options{keyPrefix: "app:", maxSubs: 7, waitReplicas: 2, waitTimeout: time.Second},
+			opts: options{keyPrefix: "app:", waitReplicas: 2, waitTimeout: time.Second},
 		},
 		{
 			url:  "redis://h:1?wait_replicas=1",
@@ -72,7 +72,7 @@ func TestParseURL(t *testing.T) {
 			if err := o.apply(cfg.opts); err != nil {
 				t.Fatalf("the URL's options: %v", err)
 			}
-			if o.keyPrefix != tc.opts.keyPrefix || o.maxSubs != tc.opts.maxSubs || o.waitReplicas != tc.opts.waitReplicas ||
+			if o.keyPrefix != tc.opts.keyPrefix || o.waitReplicas != tc.opts.waitReplicas ||
 				o.waitTimeout != tc.opts.waitTimeout || o.instanceTimeout != tc.opts.instanceTimeout {
 				t.Errorf("options = %+v, want %+v", o, tc.opts)
 			}
@@ -109,8 +109,7 @@ func TestParseURLErrors(t *testing.T) {
 		{"redis://h:1?tls_server_name=x", `unknown parameter "tls_server_name"`},
 		{"redis://h:1?key_prefix=a&key_prefix=b", "given 2 times"},
 		{"redis://h:1?key_prefix=%7Bx", "hash tag"},
-		{"redis://h:1?max_subscriptions=0", "bad max_subscriptions"},
-		{"redis://h:1?max_subscriptions=x", "bad max_subscriptions"},
+		{"redis://h:1?max_subscriptions=10", `unknown parameter "max_subscriptions"`},
 		{"redis://h:1?dial_timeout=5", "bad dial_timeout"},
 		{"redis://h:1?dial_timeout=-1s", "bad dial_timeout"},
 		{"redis://h:1?pool_size=0", "bad pool_size"},
@@ -126,7 +125,6 @@ func TestParseURLErrors(t *testing.T) {
 		{"redis+cluster://h:1/0", "no database number"},
 		{"redis+cluster://h:1?sentinel_password=x", `unknown parameter "sentinel_password"`},
 		{"redlock://h1:1,h2:2", "at least 3"},
-		{"redlock://h1:1,h2:2,h3:3?max_subscriptions=3", `unknown parameter "max_subscriptions"`},
 		{"redlock://h1:1,h2:2,h3:3?wait_replicas=1", `unknown parameter "wait_replicas"`},
 		{"redlock://h1:1,h2:2,h3:3?instance_timeout=0s", "bad instance_timeout"},
 		{"memcache://h:1", "scheme"},

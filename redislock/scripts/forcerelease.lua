@@ -2,11 +2,9 @@
 -- to the oldest live waiter (after queue.lua). The holder finds out at its
 -- next renewal.
 --
--- ARGV[1]  the lock's pub/sub channel
---
 -- Returns 1 when a lock was freed, 0 when nobody held it.
 if redis.call('exists', KEYS[1]) == 0 then
   return 0
 end
-free(ARGV[1])
+free()
 return 1

@@ -5,34 +5,46 @@
 -- KEYS[1]  the lock: a hash {owner, token} with the lease as its expiry
 -- KEYS[2]  the fence counter of the name; it never expires
 -- KEYS[3]  the queue: a list of waiting owners, the oldest first
--- KEYS[4]  the waiters: a hash of owner -> "<deadline> <lease>", in ms; a
---          waiter's place lapses at its deadline (Redis time) unless the
---          waiter renews it, so a crashed waiter is skipped, not granted
+-- KEYS[4]  the waiters: a hash of owner -> "<deadline> <lease> <inbox>";
+--          deadline (Redis time) and lease in ms, inbox the pub/sub
+--          channel of the waiter's Driver (may be empty). A waiter's place
+--          lapses at its deadline unless the waiter renews it, so a
+--          crashed waiter is skipped, not granted.
 --
 -- A lock that is released, expires or is freed by force goes to the
 -- oldest live waiter at once (a hand-off): the script that finds it free
--- grants it and publishes "granted <token> <owner>" on the lock's channel.
--- "released" is published when nobody waited.
+-- grants it and publishes "<token> <owner>" on the waiter's inbox.
 
 local function now_ms()
   local t = redis.call('time')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- head returns the oldest waiter whose place has not lapsed, and its lease,
--- after taking lapsed ones off the queue; nil when nobody waits.
+-- entry splits a waiter's entry into deadline, lease and inbox; nil if
+-- it is not one.
+local function entry(e)
+  if not e then
+    return nil
+  end
+  local deadline, lease, inbox = string.match(e, '^(%d+) (%d+) (.*)$')
+  if not deadline then
+    return nil
+  end
+  return tonumber(deadline), lease, inbox
+end
+
+-- head returns the oldest waiter whose place has not lapsed, its lease
+-- and its inbox, after taking lapsed ones off the queue; nil when nobody
+-- waits.
 local function head(now)
   while true do
     local o = redis.call('lindex', KEYS[3], 0)
     if not o then
       return nil
     end
-    local e = redis.call('hget', KEYS[4], o)
-    if e then
-      local sp = string.find(e, ' ', 1, true)
-      if sp and tonumber(string.sub(e, 1, sp - 1)) >= now then
-        return o, string.sub(e, sp + 1)
-      end
+    local deadline, lease, inbox = entry(redis.call('hget', KEYS[4], o))
+    if deadline and deadline >= now then
+      return o, lease, inbox
     end
     redis.call('lpop', KEYS[3])
     redis.call('hdel', KEYS[4], o)
@@ -53,24 +65,25 @@ local function grant(owner, lease)
   return token
 end
 
--- hand_off gives the lock to the oldest live waiter and tells it on
--- channel. It returns false, changing nothing, when nobody waits.
-local function hand_off(channel, now)
-  local o, lease = head(now)
+-- hand_off gives the lock to the oldest live waiter and tells it on its
+-- inbox. It returns false, changing nothing, when nobody waits.
+local function hand_off(now)
+  local o, lease, inbox = head(now)
   if not o then
     return false
   end
   dequeue(o)
   local token = grant(o, lease)
-  redis.call('publish', channel, 'granted ' .. token .. ' ' .. o)
+  if inbox ~= '' then
+    redis.call('publish', inbox, token .. ' ' .. o)
+  end
   return true
 end
 
 -- free lets the lock go: to the next waiter, or to nobody.
-local function free(channel)
-  if not hand_off(channel, now_ms()) then
+local function free()
+  if not hand_off(now_ms()) then
     redis.call('del', KEYS[1])
-    redis.call('publish', channel, 'released')
   end
 end
 

@@ -5,7 +5,8 @@
 -- ARGV[3]  "1" to wait: join the queue, or renew one's place in it; "0"
 --          to try once
 -- ARGV[4]  how long a place in the queue lasts unless renewed, in ms
--- ARGV[5]  the lock's channel
+-- ARGV[5]  the inbox of the caller's Driver, to be told of a hand-off
+--          ("": none, the caller polls)
 --
 -- Returns {1, token} when this call granted the lock; {2, token} when the
 -- owner already holds it (it was handed the lock while it waited, or this
@@ -30,14 +31,14 @@ if redis.call('exists', KEYS[1]) == 0 then
     end
     return {1, grant(ARGV[1], ARGV[2])}
   end
-  hand_off(ARGV[5], now)
+  hand_off(now)
 end
 if ARGV[3] == '1' then
   if redis.call('hexists', KEYS[4], ARGV[1]) == 0 then
     redis.call('rpush', KEYS[3], ARGV[1])
   end
   local window = tonumber(ARGV[4])
-  redis.call('hset', KEYS[4], ARGV[1], (now + window) .. ' ' .. ARGV[2])
+  redis.call('hset', KEYS[4], ARGV[1], (now + window) .. ' ' .. ARGV[2] .. ' ' .. ARGV[5])
   -- Both keys outlive every place in them, and go when nobody waits.
   redis.call('pexpire', KEYS[3], window + 1000)
   redis.call('pexpire', KEYS[4], window + 1000)

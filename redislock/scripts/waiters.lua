@@ -5,12 +5,9 @@
 local now = now_ms()
 local n = 0
 for _, o in ipairs(redis.call('lrange', KEYS[3], 0, -1)) do
-  local e = redis.call('hget', KEYS[4], o)
-  if e then
-    local sp = string.find(e, ' ', 1, true)
-    if sp and tonumber(string.sub(e, 1, sp - 1)) >= now then
-      n = n + 1
-    end
+  local deadline = entry(redis.call('hget', KEYS[4], o))
+  if deadline and deadline >= now then
+    n = n + 1
   end
 end
 return n
