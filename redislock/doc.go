@@ -31,7 +31,6 @@
 //
 //	key_prefix=golocker:       prefix of every key (WithKeyPrefix)
 //	dial_timeout=5s, read_timeout=3s, write_timeout=3s, pool_size=N   go-redis settings
-//	max_subscriptions=10000    not redlock (WithMaxSubscriptions)
 //	wait_replicas=N            not redlock (WithWaitReplicas)
 //	wait_timeout=50ms          with wait_replicas
 //	sentinel_username=, sentinel_password=    redis+sentinel: the sentinels' own credentials
@@ -47,13 +46,15 @@
 //
 // The lock "orders/42" is the hash golocker:{orders/42} = {owner, token},
 // which expires with the lease; its fencing counter is
-// golocker:{orders/42}:fence, and a release publishes to the channel
-// golocker:{orders/42}:released. The name is the keys' hash tag, so on a
+// golocker:{orders/42}:fence; its waiters are the list
+// golocker:{orders/42}:queue (oldest first) and the hash
+// golocker:{orders/42}:waiters (each one's deadline, lease and inbox),
+// which expire when nobody waits. The name is the keys' hash tag, so on a
 // Cluster they share a slot ('%', '{' and '}' in a name are written %25,
-// %7B, %7D). Three Lua scripts in scripts/ acquire (create if absent, INCR
-// the counter, PEXPIRE; else return the holder's PTTL), release (owner
-// check, DEL, PUBLISH) and renew (owner check, PEXPIRE); they run with
-// EVALSHA, falling back to EVAL.
+// %7B, %7D). Lua scripts in scripts/ acquire, release, renew, free by
+// force and count waiters; they run with EVALSHA, falling back to EVAL.
+// Each Driver also has a pub/sub channel of its own, its inbox,
+// golocker:inbox:<128 random bits>.
 //
 // The fencing counter is never deleted, so tokens keep growing after a
 // release: it costs one small string key per name ever locked, for the
@@ -69,14 +70,13 @@
 // Driver (redis, rediss, redis+sentinel, redis+cluster):
 //
 //   - Fencing: tokens from the per-name counter, strictly increasing.
-//   - Notify: waiters are woken by the release's PUBLISH, not polling.
+//   - Notify and FIFO: waiters queue in Redis, and a release hands the
+//     lock to the oldest one and tells its Driver by pub/sub, in every
+//     process alike.
 //   - Expiry: a lease not renewed expires on the server.
-//   - Inspect: Holds SCANs every master; ForceRelease deletes and
-//     publishes.
+//   - Inspect: Holds SCANs every master; ForceRelease frees the lock and
+//     hands it on.
 //   - CrossProcess.
-//   - Not FIFO: within one Driver, waiters queue in order and only the
-//     first asks Redis, but across processes whoever asks first after a
-//     release wins.
 //   - Not LostSignal: Redis does not tell a client that a key was deleted
 //     or expired; the next renewal finds it (within TTL/3), and Lost
 //     closes then.
@@ -86,15 +86,28 @@
 //
 // # Waiting
 //
-// A waiting Lock that finds the lock held subscribes to its channel,
-// then tries again (so a release between the two is not missed), then
-// waits for a message, at most the holder's remaining lease and at most a
-// second — pub/sub is at-most-once, and a reconnect loses messages. Within
-// one Driver the waiters on a name queue, and only the first one asks
-// Redis: one release costs one attempt, however many goroutines wait. A
-// Driver has one pub/sub connection; a channel is subscribed while some
-// local waiter needs it, at most max_subscriptions at once (beyond, waiters
-// poll, never longer than the holder's remaining lease between tries).
+// A waiting Lock that finds the lock held joins the lock's queue in Redis,
+// once its Driver is subscribed to its inbox (so no grant to it is
+// published before its process listens). A release, an expiry found by a
+// waiter, or a ForceRelease hands the lock to the oldest waiter whose
+// place has not lapsed, in the same script: it becomes the owner, with
+// the next fencing token and its own lease, and the script publishes
+// "<token> <owner>" on its Driver's inbox; the waiter returns without
+// another call. So one release costs one script and one message, however
+// many wait in however many processes, waiters are served in the order
+// they joined, and the lock is never free while someone waits.
+//
+// Pub/sub is at-most-once (a reconnect loses messages), so a waiter also
+// renews its place every third of its lease (at most every second) and at
+// the end of the holder's lease; that call finds a grant whose message was
+// lost, and frees an expired lock. A place not renewed lapses after three
+// renewal periods and a second (4s with leases of 3s or more): the waiters
+// of a crashed process are skipped after that, and one handed the lock
+// before its place lapsed holds it until its lease ends, as a crashed
+// holder would. A waiter that gives up (ctx, Close) leaves the queue
+// before Lock returns, passing the lock on if it was handed to it
+// meanwhile. A Driver has one subscription, whatever the number of names
+// it waits for; if its SUBSCRIBE fails, its waiters poll with backoff.
 //
 // # Topologies
 //
@@ -102,9 +115,9 @@
 // which follows Cluster redirections and Sentinel failovers. A Cluster
 // moving a lock's slot (resharding) keeps the hold: its keys move with the
 // slot and renewals follow the redirection (while a slot's keys are split
-// between two nodes, an acquisition is told TRYAGAIN, and retried). Pub/sub uses classic channels, which
-// a Cluster broadcasts to every node, so one connection to any node hears
-// every release.
+// between two nodes, an acquisition is told TRYAGAIN, and retried).
+// Pub/sub uses classic channels, which a Cluster broadcasts to every node,
+// so a Driver's one connection to any node hears every grant to it.
 //
 // RedLock (redlock://, NewRedLock) follows the algorithm of the Redis
 // documentation over N independent instances: the acquire script runs on
@@ -127,7 +140,10 @@
 // wait_replicas=N (WithWaitReplicas) narrows the window: after each grant,
 // WAIT N timeout blocks until N replicas have received the grant (and the
 // counter's increment), and the acquisition fails with ErrNotReplicated,
-// the lock released again, if they did not within the timeout. What it
+// the lock released again, if they did not within the timeout. (A lock
+// handed to a waiter was written by the releaser's connection, so the
+// waiter renews it on its own connection and WAITs for that write, which
+// replicates after the grant.) What it
 // does not do: WAIT is not a transaction — a grant that was not
 // acknowledged in time may still reach replicas, and may survive a
 // failover after the release; renewals are not waited for, so a failover
@@ -145,7 +161,7 @@
 //
 // # Options
 //
-// WithKeyPrefix, WithMaxSubscriptions, WithWaitReplicas (Driver) and
+// WithKeyPrefix, WithWaitReplicas (Driver) and
 // WithInstanceTimeout (RedLock) configure New, NewRedLock and Open; each
 // has the URL parameter named above. An option that does not apply to a
 // driver is an error.
