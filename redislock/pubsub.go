@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -27,6 +28,7 @@ type inbox struct {
 	channel string
 	ps      *redis.PubSub
 	ready   chan struct{} // closed by the first confirmation of the SUBSCRIBE
+	late    atomic.Bool   // a waiter gave up waiting for ready: the next ones do not wait
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 }
@@ -40,11 +42,13 @@ func (b *inbox) isReady() bool {
 	}
 }
 
-// inboxCallTimeout bounds one SUBSCRIBE; resubscribeDelay is the wait
-// before sending one again after a failure (its waiters poll meanwhile).
+// inboxCallTimeout bounds one SUBSCRIBE. After a failure, the next one
+// is sent after resubscribeDelay, doubling up to maxResubscribeDelay (the
+// waiters poll meanwhile).
 const (
-	inboxCallTimeout = 5 * time.Second
-	resubscribeDelay = 200 * time.Millisecond
+	inboxCallTimeout    = 5 * time.Second
+	resubscribeDelay    = 200 * time.Millisecond
+	maxResubscribeDelay = 30 * time.Second
 )
 
 // inboxChannel returns a new inbox channel name under prefix: 128 random
@@ -86,6 +90,7 @@ func (b *inbox) stop() {
 // reconnect.
 func (d *Driver) subscribe(ctx context.Context, b *inbox) {
 	defer b.wg.Done()
+	delay := resubscribeDelay
 	for {
 		cctx, cancel := context.WithTimeout(ctx, inboxCallTimeout)
 		err := b.ps.Subscribe(cctx, b.channel)
@@ -98,13 +103,14 @@ func (d *Driver) subscribe(ctx context.Context, b *inbox) {
 		cctx, cancel = context.WithTimeout(ctx, inboxCallTimeout)
 		_ = b.ps.Unsubscribe(cctx, b.channel)
 		cancel()
-		t := time.NewTimer(resubscribeDelay)
+		t := time.NewTimer(delay)
 		select {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
 			return
 		}
+		delay = min(2*delay, maxResubscribeDelay)
 	}
 }
 

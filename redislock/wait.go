@@ -87,9 +87,10 @@ func (d *Driver) wait(ctx context.Context, r backend.Request) (backend.Lease, er
 	if err != nil {
 		return nil, err
 	}
-	if !b.isReady() {
-		// Once per wait: if the SUBSCRIBE is not confirmed in time, the
-		// waiter joins without the inbox and polls.
+	if !b.isReady() && !b.late.Load() {
+		// If the SUBSCRIBE is not confirmed in time, the waiter joins
+		// without the inbox and polls, and so do the next ones until it
+		// is.
 		if err := d.awaitReady(ctx, b); err != nil {
 			return nil, d.giveUp(ctx, w, r, err)
 		}
@@ -223,6 +224,7 @@ func (d *Driver) awaitReady(ctx context.Context, b *inbox) error {
 	select {
 	case <-b.ready:
 	case <-t.C:
+		b.late.Store(true)
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-d.closed:

@@ -35,13 +35,15 @@ end
 
 -- head returns the oldest waiter whose place has not lapsed, its lease
 -- and its inbox, after taking lapsed ones off the queue; nil when nobody
--- waits.
+-- waits. now is the time in ms, or nil to read it only if someone waits
+-- (TIME is a call, and most locks have no waiters).
 local function head(now)
   while true do
     local o = redis.call('lindex', KEYS[3], 0)
     if not o then
       return nil
     end
+    now = now or now_ms()
     local deadline, lease, inbox = entry(redis.call('hget', KEYS[4], o))
     if deadline and deadline >= now then
       return o, lease, inbox
@@ -82,7 +84,7 @@ end
 
 -- free lets the lock go: to the next waiter, or to nobody.
 local function free()
-  if not hand_off(now_ms()) then
+  if not hand_off(nil) then
     redis.call('del', KEYS[1])
   end
 end

@@ -18,22 +18,23 @@
 -- oldest waiter; otherwise this call hands it to the oldest one.
 -- Reentrancy is not handled here: package locker never asks for a lock
 -- that the same owner holds.
-local cur = redis.call('hmget', KEYS[1], 'owner', 'token')
-if cur[1] == ARGV[1] then
-  return {2, tonumber(cur[2]) or 0}
+local owner = redis.call('hget', KEYS[1], 'owner')
+if owner == ARGV[1] then
+  return {2, tonumber(redis.call('hget', KEYS[1], 'token')) or 0}
 end
-local now = now_ms()
-if redis.call('exists', KEYS[1]) == 0 then
-  local o = head(now)
+-- A hash without an owner (written by hand) counts as free.
+if not owner then
+  local o = head(nil)
   if not o or o == ARGV[1] then
     if o then
       dequeue(o)
     end
     return {1, grant(ARGV[1], ARGV[2])}
   end
-  hand_off(now)
+  hand_off(nil)
 end
 if ARGV[3] == '1' then
+  local now = now_ms()
   if redis.call('hexists', KEYS[4], ARGV[1]) == 0 then
     redis.call('rpush', KEYS[3], ARGV[1])
   end
