@@ -119,13 +119,11 @@ func (d *Driver) Key(name string) string { return d.keys.lock(name) }
 // released or expired. Close is idempotent.
 func (d *Driver) Close() error {
 	d.closeOnce.Do(func() {
-		close(d.closed)
-		d.mu.Lock() // no join after this sees the Driver open
-		d.mu.Unlock()
-		d.waiting.Wait()
 		d.mu.Lock()
+		close(d.closed) // under d.mu: no join after this sees the Driver open
 		b := d.inbox
 		d.mu.Unlock()
+		d.waiting.Wait()
 		if b != nil {
 			b.stop()
 		}
