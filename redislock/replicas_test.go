@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/golocker/locker"
+	"github.com/golocker/locker/backend"
 	"github.com/golocker/locker/redislock"
 )
 
@@ -38,6 +40,56 @@ func TestWaitReplicas(t *testing.T) {
 		}
 		if err := m.Unlock(ctx); err != nil {
 			t.Fatal(err)
+		}
+	})
+	// A lock handed to a waiter was written by the releaser's connection:
+	// the waiter confirms it on its own before Lock returns.
+	handOff := func(t *testing.T, url, query, name string) (*locker.Mutex, error) {
+		holder := openClient(t, url).NewMutex(name)
+		if err := holder.Lock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		wc := openClient(t, url+query)
+		w := wc.NewMutex(name)
+		got := make(chan error, 1)
+		go func() { got <- w.Lock(ctx) }()
+		eventually(t, 30*time.Second, "the waiter queued", func() bool {
+			k, err := wc.Driver().(backend.QueueInspector).Waiters(ctx, name)
+			return err == nil && k == 1
+		})
+		if err := holder.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-got:
+			return w, err
+		case <-ctx.Done():
+			t.Fatal("the waiter's Lock did not return")
+			return nil, nil
+		}
+	}
+	t.Run("a_handed_lock_is_confirmed_on_the_replicas", func(t *testing.T) {
+		w, err := handOff(t, sentinel, "?wait_replicas=1&wait_timeout=2s", "wait/handed")
+		if err != nil {
+			t.Fatalf("waiter's Lock: %v", err)
+		}
+		if free(sentinel, "wait/handed") {
+			t.Error("the lock is free while held")
+		}
+		if err := w.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("a_handed_lock_without_replicas_is_passed_on", func(t *testing.T) {
+		w, err := handOff(t, standaloneURL(t), "?wait_replicas=1&wait_timeout=100ms", "wait/handed-none")
+		if !errors.Is(err, redislock.ErrNotReplicated) {
+			t.Fatalf("waiter's Lock = %v; want ErrNotReplicated", err)
+		}
+		if w.HoldCount() != 0 {
+			t.Errorf("HoldCount = %d", w.HoldCount())
+		}
+		if !free(standaloneURL(t), "wait/handed-none") {
+			t.Error("the lock is held after the hand-off failed for want of replicas")
 		}
 	})
 	for _, tc := range []struct{ name, url, query string }{
