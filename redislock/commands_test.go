@@ -182,10 +182,7 @@ func TestOneReleaseWakesOneLocalWaiter(t *testing.T) {
 			granted <- m
 		})
 	}
-	eventually(t, 30*time.Second, "16 waiters queued", func() bool {
-		k, err := q.Waiters(ctx, name)
-		return err == nil && k == n
-	})
+	awaitWaiters(t, ctx, waitC, name, n)
 	next := func() *locker.Mutex {
 		select {
 		case m := <-granted:
@@ -239,7 +236,6 @@ func TestOneSubscriptionPerDriver(t *testing.T) {
 		openClient(t, url, locker.WithTTL(60*time.Second)),
 		openClient(t, url, locker.WithTTL(60*time.Second)),
 	}
-	q := holderC.Driver().(backend.QueueInspector)
 	channels := func() int {
 		r, err := srv.Do(ctx, "PUBSUB", "CHANNELS", "golocker:*")
 		if err != nil {
@@ -271,10 +267,7 @@ func TestOneSubscriptionPerDriver(t *testing.T) {
 		}
 	}
 	for i := range n {
-		eventually(t, 30*time.Second, fmt.Sprintf("2 waiters on name %d queued", i), func() bool {
-			k, err := q.Waiters(ctx, fmt.Sprintf("names/%d", i))
-			return err == nil && k == 2
-		})
+		awaitWaiters(t, ctx, holderC, fmt.Sprintf("names/%d", i), 2)
 	}
 	if k := channels(); k != 2 {
 		t.Errorf("%d channels subscribed by 2 Drivers waiting on %d names, want 2", k, n)

@@ -32,7 +32,6 @@ func TestWaitersOfManyProcessesAreServedInArrivalOrder(t *testing.T) {
 	for range 4 {
 		clients = append(clients, openClient(t, url, locker.WithTTL(60*time.Second)))
 	}
-	q := clients[0].Driver().(backend.QueueInspector)
 	const n = 8
 	order := make(chan int, n)
 	var wg sync.WaitGroup
@@ -51,10 +50,7 @@ func TestWaitersOfManyProcessesAreServedInArrivalOrder(t *testing.T) {
 				t.Errorf("waiter %d: Unlock: %v", i, err)
 			}
 		})
-		eventually(t, 30*time.Second, fmt.Sprintf("waiter %d queued", i), func() bool {
-			k, err := q.Waiters(ctx, name)
-			return err == nil && k == i+1
-		})
+		awaitWaiters(t, ctx, clients[0], name, i+1)
 	}
 	if err := holder.Unlock(ctx); err != nil {
 		t.Fatal(err)
@@ -104,31 +100,18 @@ func TestALapsedPlaceIsSkipped(t *testing.T) {
 		t.Fatal(err)
 	}
 	wc := openClient(t, url, locker.WithTTL(60*time.Second))
-	q := wc.Driver().(backend.QueueInspector)
 	w := wc.NewMutex(name)
-	got := make(chan error, 1)
-	go func() { got <- w.Lock(ctx) }()
-	eventually(t, 30*time.Second, "the ghost and the waiter queued", func() bool {
-		k, err := q.Waiters(ctx, name)
-		return err == nil && k == 2
-	})
-	eventually(t, 30*time.Second, "the ghost's place lapsed", func() bool {
-		k, err := q.Waiters(ctx, name)
-		return err == nil && k == 1
-	})
+	got := lockAsync(ctx, w)
+	awaitWaiters(t, ctx, wc, name, 2) // the ghost and the waiter
+	awaitWaiters(t, ctx, wc, name, 1) // the ghost's place lapsed
 	released := time.Now()
 	if err := holder.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-got:
-		if err != nil {
-			t.Fatalf("waiter: %v", err)
-		}
-		t.Logf("the waiter behind the lapsed place got the lock %v after the release", time.Since(released).Round(time.Microsecond))
-	case <-time.After(10 * time.Second):
-		t.Fatal("the waiter behind a lapsed place did not get the lock")
+	if err := awaitLock(t, got, "the waiter behind a lapsed place"); err != nil {
+		t.Fatalf("waiter: %v", err)
 	}
+	t.Logf("the waiter behind the lapsed place got the lock %v after the release", time.Since(released).Round(time.Microsecond))
 	holds, err := hc.Holds(ctx, name)
 	if err != nil {
 		t.Fatal(err)
@@ -155,24 +138,14 @@ func TestACancelledWaiterLeavesTheQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	wc := openClient(t, url, locker.WithTTL(60*time.Second))
-	q := wc.Driver().(backend.QueueInspector)
 	wctx, cancel := context.WithCancel(ctx)
-	got := make(chan error, 1)
-	go func() { got <- wc.NewMutex(name).Lock(wctx) }()
-	eventually(t, 30*time.Second, "the waiter queued", func() bool {
-		k, err := q.Waiters(ctx, name)
-		return err == nil && k == 1
-	})
+	got := lockAsync(wctx, wc.NewMutex(name))
+	awaitWaiters(t, ctx, wc, name, 1)
 	cancel()
-	select {
-	case err := <-got:
-		if !errors.Is(err, context.Canceled) {
-			t.Fatalf("cancelled Lock = %v, want context.Canceled", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("a cancelled Lock did not return")
+	if err := awaitLock(t, got, "a cancelled waiter"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled Lock = %v, want context.Canceled", err)
 	}
-	if k, err := q.Waiters(ctx, name); err != nil || k != 0 {
+	if k, err := wc.Driver().(backend.QueueInspector).Waiters(ctx, name); err != nil || k != 0 {
 		t.Errorf("Waiters after the cancelled Lock returned = %d, %v; want 0", k, err)
 	}
 	if err := holder.Unlock(ctx); err != nil {
@@ -203,14 +176,9 @@ func TestAGrantLostWithThePubSubConnectionIsFound(t *testing.T) {
 		t.Fatal(err)
 	}
 	wc := openClient(t, url, locker.WithTTL(3*time.Second))
-	q := wc.Driver().(backend.QueueInspector)
-	got := make(chan error, 1)
 	w := wc.NewMutex(name)
-	go func() { got <- w.Lock(ctx) }()
-	eventually(t, 30*time.Second, "the waiter queued", func() bool {
-		k, err := q.Waiters(ctx, name)
-		return err == nil && k == 1
-	})
+	got := lockAsync(ctx, w)
+	awaitWaiters(t, ctx, wc, name, 1)
 	// The waiter's Driver's pub/sub connection: the only one here.
 	if _, err := srv.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub"); err != nil {
 		t.Fatal(err)
@@ -219,16 +187,42 @@ func TestAGrantLostWithThePubSubConnectionIsFound(t *testing.T) {
 	if err := holder.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-got:
-		if err != nil {
-			t.Fatalf("waiter: %v", err)
-		}
-		t.Logf("the waiter got the lock %v after a release whose message may have been lost", time.Since(released).Round(time.Millisecond))
-	case <-time.After(10 * time.Second):
-		t.Fatal("the waiter did not get the lock after its grant's message was lost")
+	if err := awaitLock(t, got, "the waiter whose grant's message was lost"); err != nil {
+		t.Fatalf("waiter: %v", err)
 	}
+	t.Logf("the waiter got the lock %v after a release whose message may have been lost", time.Since(released).Round(time.Millisecond))
 	if err := w.Unlock(ctx); err != nil {
 		t.Error(err)
+	}
+}
+
+// awaitWaiters waits until exactly n owners are in name's queue, as c's
+// Driver counts them.
+func awaitWaiters(t *testing.T, ctx context.Context, c *locker.Client, name string, n int) {
+	t.Helper()
+	q := c.Driver().(backend.QueueInspector)
+	eventually(t, 30*time.Second, fmt.Sprintf("%d waiter(s) on %s", n, name), func() bool {
+		k, err := q.Waiters(ctx, name)
+		return err == nil && k == n
+	})
+}
+
+// lockAsync starts m.Lock(ctx) and returns its outcome's channel.
+func lockAsync(ctx context.Context, m *locker.Mutex) <-chan error {
+	got := make(chan error, 1)
+	go func() { got <- m.Lock(ctx) }()
+	return got
+}
+
+// awaitLock returns the outcome of a Lock started by lockAsync, failing
+// the test if it takes over 10s.
+func awaitLock(t *testing.T, got <-chan error, what string) error {
+	t.Helper()
+	select {
+	case err := <-got:
+		return err
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s: Lock did not return", what)
+		return nil
 	}
 }

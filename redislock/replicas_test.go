@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/golocker/locker"
-	"github.com/golocker/locker/backend"
 	"github.com/golocker/locker/redislock"
 )
 
@@ -51,22 +50,12 @@ func TestWaitReplicas(t *testing.T) {
 		}
 		wc := openClient(t, url+query)
 		w := wc.NewMutex(name)
-		got := make(chan error, 1)
-		go func() { got <- w.Lock(ctx) }()
-		eventually(t, 30*time.Second, "the waiter queued", func() bool {
-			k, err := wc.Driver().(backend.QueueInspector).Waiters(ctx, name)
-			return err == nil && k == 1
-		})
+		got := lockAsync(ctx, w)
+		awaitWaiters(t, ctx, wc, name, 1)
 		if err := holder.Unlock(ctx); err != nil {
 			t.Fatal(err)
 		}
-		select {
-		case err := <-got:
-			return w, err
-		case <-ctx.Done():
-			t.Fatal("the waiter's Lock did not return")
-			return nil, nil
-		}
+		return w, awaitLock(t, got, "the waiter")
 	}
 	t.Run("a_handed_lock_is_confirmed_on_the_replicas", func(t *testing.T) {
 		w, err := handOff(t, sentinel, "?wait_replicas=1&wait_timeout=2s", "wait/handed")
