@@ -22,7 +22,6 @@ const maxKeyPrefixLen = 256
 //	golocker:{orders/42}:fence     the fencing counter, never expiring
 //	golocker:{orders/42}:queue     the waiting owners, oldest first (a list)
 //	golocker:{orders/42}:waiters   each waiting owner's deadline and lease (a hash)
-//	golocker:{orders/42}:released  the pub/sub channel a release publishes to
 //
 // The name is the hash tag, so all keys live in one Cluster slot and the
 // scripts may touch them together. In the name, '%', '{' and '}' are
@@ -34,8 +33,6 @@ type keys struct{ prefix string }
 func (k keys) lock(name string) string { return k.prefix + "{" + escapeName(name) + "}" }
 
 func fenceKey(lockKey string) string { return lockKey + ":fence" }
-
-func channelOf(lockKey string) string { return lockKey + ":released" }
 
 // scriptKeys returns the KEYS of the scripts that start with queue.lua.
 func scriptKeys(lockKey string) []string {

@@ -26,7 +26,7 @@ func TestKeys(t *testing.T) {
 	if k.lock("a") == k.lock("a}") || k.lock("%7D") == k.lock("}") {
 		t.Error("distinct names share a key")
 	}
-	for _, key := range []string{"golocker:{a}:fence", "golocker:{a}:released", "golocker:{a", "other:{a}", "golocker:{a}b}", "golocker:{%zz}", "golocker:{a{b}"} {
+	for _, key := range []string{"golocker:{a}:fence", "golocker:{a}:queue", "golocker:{a}:waiters", "golocker:{a", "other:{a}", "golocker:{a}b}", "golocker:{%zz}", "golocker:{a{b}"} {
 		if name, ok := k.name(key); ok {
 			t.Errorf("name(%q) = %q, want no lock name", key, name)
 		}

@@ -264,7 +264,7 @@ func (rl *RedLock) undo(ctx context.Context, l *redLease, marked []bool) {
 		if !marked[i] {
 			return nil, nil
 		}
-		return releaseScript.Run(ctx, c, []string{l.key}, l.owner, channelOf(l.key)).Result()
+		return releaseScript.Run(ctx, c, []string{l.key}, l.owner).Result()
 	})
 }
 
@@ -324,7 +324,7 @@ func (l *redLease) Renew(ctx context.Context, ttl time.Duration) error {
 // many instances say the lock was no longer this owner's.
 func (l *redLease) Release(ctx context.Context) error {
 	results := l.rl.each(ctx, l.rl.instanceTimeout(l.ttl), func(ctx context.Context, _ int, c redis.UniversalClient) (any, error) {
-		return releaseScript.Run(ctx, c, []string{l.key}, l.owner, channelOf(l.key)).Int64()
+		return releaseScript.Run(ctx, c, []string{l.key}, l.owner).Int64()
 	})
 	return l.rl.majority(results, "released")
 }

@@ -1,9 +1,9 @@
--- release.lua: free a lock if the caller still owns it, and tell waiters,
--- on one RedLock instance. (A Driver hands the lock on: queue_release.lua.)
+-- release.lua: free a lock if the caller still owns it, on one RedLock
+-- instance (whose waiters poll). A Driver hands the lock on instead:
+-- queue_release.lua.
 --
 -- KEYS[1]  the lock hash
 -- ARGV[1]  the owner that acquired it
--- ARGV[2]  the lock's pub/sub channel
 --
 -- Returns 1 when released, 0 when the lock is not (or no longer) the
 -- caller's: the current holder's lock is left alone.
@@ -11,5 +11,4 @@ if redis.call('hget', KEYS[1], 'owner') ~= ARGV[1] then
   return 0
 end
 redis.call('del', KEYS[1])
-redis.call('publish', ARGV[2], 'released')
 return 1
