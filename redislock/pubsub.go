@@ -25,12 +25,11 @@ import (
 // inbox is the state of the Driver's inbox. Its fields do not change after
 // startInboxLocked.
 type inbox struct {
-	channel string
-	ps      *redis.PubSub
-	ready   chan struct{} // closed by the first confirmation of the SUBSCRIBE
-	late    atomic.Bool   // a waiter gave up waiting for ready: the next ones do not wait
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	ps     *redis.PubSub
+	ready  chan struct{} // closed by the first confirmation of the SUBSCRIBE
+	late   atomic.Bool   // a waiter gave up waiting for ready: the next ones do not wait
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 }
 
 func (b *inbox) isReady() bool {
@@ -66,10 +65,9 @@ func (d *Driver) startInboxLocked() *inbox {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &inbox{
-		channel: d.inboxName,
-		ps:      d.client.Subscribe(ctx), // no channel yet: no I/O
-		ready:   make(chan struct{}),
-		cancel:  cancel,
+		ps:     d.client.Subscribe(ctx), // no channel yet: no I/O
+		ready:  make(chan struct{}),
+		cancel: cancel,
 	}
 	msgs := b.ps.ChannelWithSubscriptions(redis.WithChannelSize(1024))
 	b.wg.Add(2)
@@ -93,7 +91,7 @@ func (d *Driver) subscribe(ctx context.Context, b *inbox) {
 	delay := resubscribeDelay
 	for {
 		cctx, cancel := context.WithTimeout(ctx, inboxCallTimeout)
-		err := b.ps.Subscribe(cctx, b.channel)
+		err := b.ps.Subscribe(cctx, d.inboxName)
 		cancel()
 		if err == nil || ctx.Err() != nil {
 			return
@@ -101,7 +99,7 @@ func (d *Driver) subscribe(ctx context.Context, b *inbox) {
 		// The confirmation may never come: take the channel out of
 		// go-redis's set and send it again later.
 		cctx, cancel = context.WithTimeout(ctx, inboxCallTimeout)
-		_ = b.ps.Unsubscribe(cctx, b.channel)
+		_ = b.ps.Unsubscribe(cctx, d.inboxName)
 		cancel()
 		t := time.NewTimer(delay)
 		select {

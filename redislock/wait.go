@@ -108,7 +108,7 @@ func (d *Driver) wait(ctx context.Context, r backend.Request) (backend.Lease, er
 		ready := b.isReady()
 		inbox := ""
 		if ready {
-			inbox = b.channel
+			inbox = d.inboxName
 		}
 		sent := time.Now()
 		if since.IsZero() {
