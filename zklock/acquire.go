@@ -56,48 +56,31 @@ func (d *Driver) acquireIn(ctx context.Context, g *generation, dir string, r bac
 			return nil, backend.ErrHeld
 		}
 	}
-	path, err := d.createNode(ctx, g, dir, newGUID(), []byte(r.Owner))
+	c, err := d.createNode(ctx, g, dir, newGUID(), []byte(r.Owner))
 	if err != nil {
 		return nil, err
 	}
+	path := c.path
+	if d.afterCreate != nil {
+		d.afterCreate()
+	}
+	// token is the node's czxid, the fencing token, once known; ownW is a
+	// watch on the node, which reports at once if it goes while we wait.
+	token := c.czxid
+	if token != 0 {
+		d.createdTokens.Add(1)
+		if d.conn.SessionID() != g.id {
+			// Created in a session that replaced g's.
+			d.remove(ctx, g, path)
+			return nil, errSessionEnded
+		}
+	}
 	own := path[strings.LastIndexByte(path, '/')+1:]
-	// The node's stat (its czxid is the fencing token) and a watch on it,
-	// which reports at once if it goes while we wait. The read is sent
-	// alongside the first listing of the children: the connection
-	// pipelines the two, one round trip instead of two.
-	ownc := make(chan ownRead, 1)
-	go func() {
-		_, st, w, err := d.conn.GetW(path)
-		ownc <- ownRead{st, w, err}
-	}()
-	var st *zk.Stat
 	var ownW <-chan zk.Event
 	for {
 		start := time.Now()
 		var children []string
 		err := d.call(ctx, func() (err error) { children, _, err = d.conn.Children(dir); return err })
-		if ownc != nil {
-			var o ownRead
-			select {
-			case o = <-ownc:
-			case <-ctx.Done():
-				d.remove(ctx, g, path)
-				return nil, ctx.Err()
-			}
-			ownc = nil
-			switch {
-			case errors.Is(o.err, zk.ErrNoNode):
-				return nil, errSessionEnded
-			case o.err != nil:
-				d.remove(ctx, g, path)
-				return nil, ctxErr(ctx, o.err)
-			case o.st.EphemeralOwner != g.id:
-				// Created in a session that replaced g's.
-				d.remove(ctx, g, path)
-				return nil, errSessionEnded
-			}
-			st, ownW = o.st, o.w
-		}
 		if err != nil {
 			d.remove(ctx, g, path)
 			return nil, ctxErr(ctx, err)
@@ -110,13 +93,53 @@ func (d *Driver) acquireIn(ctx context.Context, g *generation, dir string, r bac
 		switch {
 		case i == len(nodes):
 			return nil, errSessionEnded // our node is gone
+		case i == 0 && token == 0:
+			st, w, err := d.checkOwn(ctx, g, path, d.readOwn(ctx, path))
+			if err != nil {
+				return nil, err
+			}
+			return d.granted(ctx, g, path, uint64(st.Czxid), start, w)
 		case i == 0:
-			return d.granted(ctx, g, path, uint64(st.Czxid), start, ownW)
+			// ownW is nil when the lock was free: the lease sets it.
+			return d.granted(ctx, g, path, uint64(token), start, ownW)
 		case !r.Wait:
 			d.remove(ctx, g, path)
 			return nil, backend.ErrHeld
 		}
-		if ownW, err = d.awaitPredecessor(ctx, g, path, dir+"/"+nodes[i-1].name, ownW); err != nil {
+		// Wait. The first time, the own node is read, and watched,
+		// alongside the predecessor: the connection pipelines the two
+		// requests.
+		var ownc chan ownRead
+		if ownW == nil {
+			ownc = make(chan ownRead, 1)
+			go func() {
+				_, st, w, err := d.conn.GetW(path)
+				ownc <- ownRead{st, w, err}
+			}()
+		}
+		predW, gone, err := d.watchPredecessor(ctx, dir+"/"+nodes[i-1].name)
+		if ownc != nil {
+			var o ownRead
+			select {
+			case o = <-ownc:
+			case <-ctx.Done():
+				d.remove(ctx, g, path)
+				return nil, ctx.Err()
+			}
+			st, w, oerr := d.checkOwn(ctx, g, path, o)
+			if oerr != nil {
+				return nil, oerr
+			}
+			ownW, token = w, st.Czxid
+		}
+		if err != nil {
+			d.remove(ctx, g, path)
+			return nil, err
+		}
+		if gone {
+			continue
+		}
+		if ownW, err = d.awaitPredecessor(ctx, g, path, predW, ownW); err != nil {
 			d.remove(ctx, g, path)
 			return nil, err
 		}
@@ -130,18 +153,47 @@ type ownRead struct {
 	err error
 }
 
-// awaitPredecessor waits until pred, the next lower node, changes (or is
-// already gone), and returns the watch on the own node, set again if it
-// fired for a change of data.
-func (d *Driver) awaitPredecessor(ctx context.Context, g *generation, path, pred string, ownW <-chan zk.Event) (<-chan zk.Event, error) {
-	var predW <-chan zk.Event
-	err := d.call(ctx, func() (err error) { _, _, predW, err = d.conn.GetW(pred); return err })
+// readOwn reads the own node at path and sets a watch on it.
+func (d *Driver) readOwn(ctx context.Context, path string) ownRead {
+	var o ownRead
+	o.err = d.call(ctx, func() (err error) { _, o.st, o.w, err = d.conn.GetW(path); return err })
+	return o
+}
+
+// checkOwn returns the own node's stat and watch from o, or the error
+// that ends the acquisition, after removing the node if need be.
+func (d *Driver) checkOwn(ctx context.Context, g *generation, path string, o ownRead) (*zk.Stat, <-chan zk.Event, error) {
+	switch {
+	case errors.Is(o.err, zk.ErrNoNode):
+		return nil, nil, errSessionEnded
+	case o.err != nil:
+		d.remove(ctx, g, path)
+		return nil, nil, ctxErr(ctx, o.err)
+	case o.st.EphemeralOwner != g.id:
+		// Created in a session that replaced g's.
+		d.remove(ctx, g, path)
+		return nil, nil, errSessionEnded
+	}
+	return o.st, o.w, nil
+}
+
+// watchPredecessor sets a watch on pred, the next lower node; gone
+// reports that it is gone already.
+func (d *Driver) watchPredecessor(ctx context.Context, pred string) (w <-chan zk.Event, gone bool, err error) {
+	err = d.call(ctx, func() (err error) { _, _, w, err = d.conn.GetW(pred); return err })
 	switch {
 	case errors.Is(err, zk.ErrNoNode):
-		return ownW, nil
+		return nil, true, nil
 	case err != nil:
-		return nil, ctxErr(ctx, err)
+		return nil, false, ctxErr(ctx, err)
 	}
+	return w, false, nil
+}
+
+// awaitPredecessor waits until the predecessor's watch predW fires, and
+// returns the watch on the own node, set again if it fired for a change
+// of data.
+func (d *Driver) awaitPredecessor(ctx context.Context, g *generation, path string, predW, ownW <-chan zk.Event) (<-chan zk.Event, error) {
 	d.watching.Add(1)
 	defer d.watching.Add(-1)
 	for {
@@ -199,32 +251,29 @@ func (d *Driver) granted(ctx context.Context, g *generation, path string, token 
 // looked for by its GUID once the client is connected again. When ctx ends
 // with the create in flight, a background goroutine waits for its outcome
 // and deletes whatever it created.
-func (d *Driver) createNode(ctx context.Context, g *generation, dir, guid string, data []byte) (string, error) {
+func (d *Driver) createNode(ctx context.Context, g *generation, dir, guid string, data []byte) (created, error) {
 	base := dir + "/" + nodePrefix(guid)
 	for attempt := 0; ; attempt++ {
 		res := make(chan created, 1)
-		go func() {
-			p, err := d.conn.Create(base, data, zk.FlagEphemeral|zk.FlagSequence, d.acl)
-			res <- created{p, err}
-		}()
+		go func() { res <- d.create(base, dir, data) }()
 		var r created
 		select {
 		case r = <-res:
 		case <-ctx.Done():
 			d.giveUp(ctx, g, dir, guid, res)
-			return "", ctx.Err()
+			return created{}, ctx.Err()
 		}
 		switch {
 		case r.err == nil:
-			return r.path, nil
+			return r, nil
 		case errors.Is(r.err, zk.ErrNoNode) && attempt < 5:
 			if err := d.ensureDir(ctx, dir); err != nil {
-				return "", ctxErr(ctx, err)
+				return created{}, ctxErr(ctx, err)
 			}
 		case errors.Is(r.err, zk.ErrSessionExpired):
-			return "", errSessionEnded // a node it made went with the session
+			return created{}, errSessionEnded // a node it made went with the session
 		case notApplied(r.err):
-			return "", r.err
+			return created{}, r.err
 		default:
 			p, err := d.findByGUID(ctx, g, dir, guid)
 			switch {
@@ -232,22 +281,53 @@ func (d *Driver) createNode(ctx context.Context, g *generation, dir, guid string
 				if ctx.Err() != nil {
 					d.goBackground(func() { d.deleteByGUID(g, dir, guid) })
 				}
-				return "", ctxErr(ctx, err)
+				return created{}, ctxErr(ctx, err)
 			case p != "":
 				d.recovered.Add(1)
-				return p, nil
+				return created{path: p}, nil
 			case d.conn.SessionID() != g.id:
-				return "", errSessionEnded
+				return created{}, errSessionEnded
 			}
 			// Not created: try again.
 		}
 	}
 }
 
-// created is the outcome of a create request.
+// created is the outcome of a create request: the node's path, and its
+// czxid when known (0 otherwise).
 type created struct {
-	path string
-	err  error
+	path  string
+	czxid int64
+	err   error
+}
+
+// create creates the node at base (its sequence appended), in one
+// transaction with a write of dir's data: that write's stat, returned with
+// the path, dates the transaction, and so gives the node's czxid — the
+// fencing token — without reading the node (go-zookeeper's Create returns
+// no stat). The write changes nothing else: dir's data stays empty, and
+// nobody watches it. Where the ACL of dir, made by someone else, forbids
+// the write, the Driver creates the node alone from then on, and reads
+// its czxid.
+func (d *Driver) create(base, dir string, data []byte) created {
+	const flags = zk.FlagEphemeral | zk.FlagSequence
+	if !d.plainCreate.Load() {
+		mr, err := d.conn.Multi(
+			&zk.CreateRequest{Path: base, Data: data, Acl: d.acl, Flags: flags},
+			&zk.SetDataRequest{Path: dir, Version: -1},
+		)
+		switch {
+		case err == nil && len(mr) == 2 && mr[1].Stat != nil:
+			return created{path: mr[0].String, czxid: mr[1].Stat.Mzxid}
+		case err == nil:
+			return created{err: fmt.Errorf("zklock: create %s: unexpected response to a multi", base)}
+		case !errors.Is(err, zk.ErrNoAuth) || len(mr) != 2 || mr[0].Error != nil:
+			return created{err: err}
+		}
+		d.plainCreate.Store(true)
+	}
+	p, err := d.conn.Create(base, data, flags, d.acl)
+	return created{path: p, err: err}
 }
 
 // giveUp cleans up after a create that was in flight when ctx ended. It

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
+
 	"github.com/golocker/locker"
 	"github.com/golocker/locker/backend"
 	"github.com/golocker/locker/zklock"
@@ -81,11 +83,21 @@ type replyLoser struct {
 	watching bool
 }
 
-const opCreate = 1
+// Opcodes of the requests that create a lock node: a multi (the create
+// with the write that dates it) or, where that write is refused, a create.
+const (
+	opCreate = 1
+	opMulti  = 14
+)
+
+func isCreate(b []byte) bool {
+	op := int32(binary.BigEndian.Uint32(b[8:12]))
+	return op == opCreate || op == opMulti
+}
 
 func (c *replyLoser) Write(b []byte) (int, error) {
 	// A request is [length][xid][opcode]..., one packet per Write.
-	if len(b) >= 12 && int32(binary.BigEndian.Uint32(b[8:12])) == opCreate && c.armed.CompareAndSwap(true, false) {
+	if len(b) >= 12 && isCreate(b) && c.armed.CompareAndSwap(true, false) {
 		c.mu.Lock()
 		c.xid, c.watching = int32(binary.BigEndian.Uint32(b[4:8])), true
 		c.mu.Unlock()
@@ -503,5 +515,99 @@ func TestTokenIsTheNodesCzxid(t *testing.T) {
 		if err := b.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// Every token came with the create, none from a read of the node.
+	if na, nb := zklock.CreatedTokens(da), zklock.CreatedTokens(db); na != 20 || nb != 20 {
+		t.Errorf("tokens that came with the create: %d and %d of 20", na, nb)
+	}
+}
+
+// TestTokenWhenTheLockNodeChangesAfterTheCreate changes the lock node's
+// children between an acquisition's create and its listing of them — a
+// child made and deleted, as a TryLock that lost would — so that the last
+// change of the lock node is not the acquisition's: the token must still
+// be the holder node's czxid.
+func TestTokenWhenTheLockNodeChangesAfterTheCreate(t *testing.T) {
+	z := standalone.Get(t)
+	ctx := testCtx(t, time.Minute)
+	d := openDriver(t, urlOf(z, "/czxid-changed", ""))
+	admin := adminConn(t, z)
+	const name = "changed"
+	dir := zklock.Dir(d, name)
+	zklock.SetAfterCreate(d, func() {
+		p, err := admin.Create(dir+"/other", nil, zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
+		if err == nil {
+			err = admin.Delete(p, -1)
+		}
+		if err != nil {
+			t.Errorf("changing the lock node's children: %v", err)
+		}
+	})
+	for round := range 5 {
+		l := acquire(t, ctx, d, name, fmt.Sprintf("o%d", round), false)
+		nodes, err := lockChildren(admin, dir)
+		if err != nil || len(nodes) != 1 {
+			t.Fatalf("round %d: nodes = %v, %v", round, nodes, err)
+		}
+		_, st, err := admin.Get(dir + "/" + nodes[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, dirSt, err := admin.Get(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Token() != uint64(st.Czxid) {
+			t.Errorf("round %d: token %d, the holder node's czxid %d (the lock node's pzxid %d)", round, l.Token(), st.Czxid, dirSt.Pzxid)
+		}
+		if dirSt.Pzxid == st.Czxid {
+			t.Fatalf("round %d: the hook did not change the lock node's children", round)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := zklock.CreatedTokens(d); n != 5 {
+		t.Errorf("%d of 5 tokens came with the create", n)
+	}
+}
+
+// TestLockNodeThatMayNotBeWritten has the lock's node made beforehand,
+// by someone else, with an ACL that lets the Driver create and delete
+// children but not write the node: the create that dates itself with a
+// write is refused, and the Driver falls back to creating the node alone
+// and reading its czxid.
+func TestLockNodeThatMayNotBeWritten(t *testing.T) {
+	z := standalone.Get(t)
+	ctx := testCtx(t, time.Minute)
+	d := openDriver(t, urlOf(z, "/no-write", ""))
+	admin := adminConn(t, z)
+	const name = "no-write"
+	dir := zklock.Dir(d, name)
+	if _, err := admin.Create(dir[:strings.LastIndexByte(dir, '/')], nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+		t.Fatal(err)
+	}
+	if _, err := admin.Create(dir, nil, 0, zk.WorldACL(zk.PermRead|zk.PermCreate|zk.PermDelete)); err != nil {
+		t.Fatal(err)
+	}
+	for round := range 3 {
+		l := acquire(t, ctx, d, name, fmt.Sprintf("o%d", round), false)
+		nodes, err := lockChildren(admin, dir)
+		if err != nil || len(nodes) != 1 {
+			t.Fatalf("round %d: nodes = %v, %v", round, nodes, err)
+		}
+		_, st, err := admin.Get(dir + "/" + nodes[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Token() != uint64(st.Czxid) {
+			t.Errorf("round %d: token %d, the holder node's czxid %d", round, l.Token(), st.Czxid)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := zklock.CreatedTokens(d); n != 0 {
+		t.Errorf("%d tokens came with a create that may not write the lock's node", n)
 	}
 }

@@ -29,3 +29,11 @@ func Dir(d *Driver, name string) string { return d.dir(name) }
 
 // SessionTimeout returns the session timeout d works with.
 func SessionTimeout(d *Driver) int64 { return int64(d.sessionTimeout()) }
+
+// CreatedTokens returns how many of d's acquisitions had their token from
+// the response to their create, without reading their node.
+func CreatedTokens(d *Driver) int64 { return d.createdTokens.Load() }
+
+// SetAfterCreate makes d run f after creating each acquisition's node,
+// before listing the lock's children. Set it before d is used.
+func SetAfterCreate(d *Driver, f func()) { d.afterCreate = f }

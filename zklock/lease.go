@@ -103,8 +103,12 @@ func (l *lease) Release(ctx context.Context) error {
 
 // watch closes lost when the node is deleted behind the owner's back or
 // its generation ends, until Release. It runs on a goroutine that Close
-// waits for.
+// waits for. ownW is the watch on the node, or nil when the acquisition
+// did not set one: watch sets it, unless the hold is released first.
 func (l *lease) watch(ownW <-chan zk.Event) {
+	if ownW == nil && !l.rewatch(&ownW) {
+		return
+	}
 	for {
 		select {
 		case ev := <-ownW:
@@ -113,12 +117,7 @@ func (l *lease) watch(ownW <-chan zk.Event) {
 				return
 			}
 			// Its data changed: watch it again.
-			err := l.d.call(l.d.ctx, func() (err error) { _, _, ownW, err = l.d.conn.GetW(l.path); return err })
-			if err != nil {
-				l.markLost()
-				if !errors.Is(err, zk.ErrNoNode) {
-					l.d.forget(l.path, l.g.id)
-				}
+			if !l.rewatch(&ownW) {
 				return
 			}
 		case <-l.g.done:
@@ -134,4 +133,24 @@ func (l *lease) watch(ownW <-chan zk.Event) {
 			return
 		}
 	}
+}
+
+// rewatch sets *ownW, a watch on the node, and reports whether it did and
+// the hold is not released. When the node is gone, or the request fails,
+// the hold is lost.
+func (l *lease) rewatch(ownW *<-chan zk.Event) bool {
+	if isClosed(l.released) {
+		return false
+	}
+	var st *zk.Stat
+	err := l.d.call(l.d.ctx, func() (err error) { _, st, *ownW, err = l.d.conn.GetW(l.path); return err })
+	switch {
+	case err == nil && uint64(st.Czxid) == l.token:
+		return !isClosed(l.released)
+	case err == nil, errors.Is(err, zk.ErrNoNode):
+	default:
+		l.d.forget(l.path, l.g.id)
+	}
+	l.markLost()
+	return false
 }

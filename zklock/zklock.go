@@ -44,12 +44,17 @@ type Driver struct {
 	cleaning atomic.Bool // deleteOrphans is running
 	crashed  atomic.Bool // stop as a dead process would: delete nothing (tests)
 
+	plainCreate atomic.Bool // create nodes without the write that dates them (see create)
+
 	// For tests: events received on predecessors' nodes, waiters blocked
-	// on such a watch, and nodes found again by their GUID after a
-	// connection loss.
-	predEvents atomic.Int64
-	watching   atomic.Int64
-	recovered  atomic.Int64
+	// on such a watch, nodes found again by their GUID after a connection
+	// loss, acquisitions whose token came with their create, and a hook
+	// run after each acquisition's node is created.
+	predEvents    atomic.Int64
+	watching      atomic.Int64
+	recovered     atomic.Int64
+	createdTokens atomic.Int64
+	afterCreate   func()
 }
 
 var (
