@@ -147,13 +147,38 @@ func (c *Client) untrack(h *hold) {
 	c.mu.Unlock()
 }
 
+// watchLost has the lease's loss signal declare h lost, when the lease
+// can call a function on loss (backend.LostNotifier): no goroutine per
+// hold. It runs before h is shared (tracked or given to the Mutex), so
+// that h.stopLost is set before anything can end h.
+func (c *Client) watchLost(h *hold) {
+	n, ok := h.lease.(backend.LostNotifier)
+	if !ok || h.lease.Lost() == nil {
+		return
+	}
+	h.stopLost = n.AfterLost(func() {
+		select {
+		case <-h.ended:
+			return
+		default:
+		}
+		c.sched.remove(h)
+		h.declareLost(errors.New("the store reported the hold gone"))
+	})
+}
+
 // start hands a new hold to the watchdog and, when the driver can signal
-// loss, to a watcher that lasts as long as the hold.
+// loss but watchLost did not arrange it, to a watcher goroutine that
+// lasts as long as the hold.
 func (c *Client) start(h *hold) {
 	if h.renew || h.deadlineOnly() {
 		c.sched.add(h)
 	}
-	if ch := h.lease.Lost(); ch != nil {
+	if h.stopLost != nil {
+		return
+	}
+	ch := h.lease.Lost()
+	if ch != nil {
 		c.wg.Add(1)
 		go func() {
 			defer c.wg.Done()

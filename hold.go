@@ -25,6 +25,9 @@ type hold struct {
 
 	ended   chan struct{} // closed when the hold ends (Unlock, Close)
 	endOnce sync.Once
+	// stopLost stops the lease's AfterLost function (backend.LostNotifier),
+	// when the Client registered one; set before the hold is shared.
+	stopLost func() bool
 
 	// Watchdog state, guarded by scheduler.mu.
 	validUntil time.Time // the lease cannot have run out on the store before this
@@ -90,4 +93,11 @@ func (h *hold) lostErr() error {
 	return nil
 }
 
-func (h *hold) end() { h.endOnce.Do(func() { close(h.ended) }) }
+func (h *hold) end() {
+	h.endOnce.Do(func() {
+		close(h.ended)
+		if h.stopLost != nil {
+			h.stopLost()
+		}
+	})
+}

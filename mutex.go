@@ -218,7 +218,9 @@ func (m *Mutex) acquire(ctx context.Context, wait bool) (bool, error) {
 		}
 	}
 	h := newHold(m, l, c.caps, start)
+	c.watchLost(h)
 	if !c.track(h) {
+		h.end()
 		c.release(ctx, l, m.cfg.releaseTimeout)
 		return false, ErrClosed
 	}

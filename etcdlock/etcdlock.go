@@ -45,6 +45,7 @@ var (
 	_ backend.Driver         = (*Driver)(nil)
 	_ backend.Inspector      = (*Driver)(nil)
 	_ backend.QueueInspector = (*Driver)(nil)
+	_ backend.LostNotifier   = (*lease)(nil)
 )
 
 // New returns a Driver on an etcd client the caller already has. Close does

@@ -26,7 +26,7 @@ type lease struct {
 	// read as a loss.
 	mu       sync.Mutex
 	slotOnce sync.Once
-	lost     chan struct{}
+	lost     *backend.LostSignal
 	released chan struct{} // closed by Release: stops the watcher
 
 	// wctx is the context of the watches on the key, which ends with the
@@ -40,13 +40,16 @@ func (l *lease) Token() uint64 { return uint64(l.rev) }
 
 func (l *lease) Start() time.Time { return l.start }
 
-func (l *lease) Lost() <-chan struct{} { return l.lost }
+func (l *lease) Lost() <-chan struct{} { return l.lost.C() }
+
+// AfterLost implements backend.LostNotifier.
+func (l *lease) AfterLost(f func()) (stop func() bool) { return l.lost.AfterLost(f) }
 
 func (l *lease) markLost() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !isClosed(l.released) && !isClosed(l.lost) {
-		close(l.lost)
+	if !isClosed(l.released) {
+		l.lost.Fire()
 	}
 }
 
@@ -73,7 +76,7 @@ func isClosed(ch <-chan struct{}) bool {
 	}
 }
 
-func (l *lease) isLost() bool { return isClosed(l.lost) }
+func (l *lease) isLost() bool { return l.lost.Fired() }
 
 // Renew implements backend.Lease. The session keeps the hold alive, so
 // Renew only checks that the key is still there, with its create revision,

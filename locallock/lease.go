@@ -2,7 +2,6 @@ package locallock
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/golocker/locker/backend"
@@ -20,15 +19,17 @@ type lease struct {
 	expires time.Time
 	timer   *time.Timer
 
-	lost     chan struct{}
-	lostOnce sync.Once
+	lost *backend.LostSignal
 }
 
 func (l *lease) Token() uint64 { return l.token }
 
 func (l *lease) Start() time.Time { return l.start }
 
-func (l *lease) Lost() <-chan struct{} { return l.lost }
+func (l *lease) Lost() <-chan struct{} { return l.lost.C() }
+
+// AfterLost implements backend.LostNotifier.
+func (l *lease) AfterLost(f func()) (stop func() bool) { return l.lost.AfterLost(f) }
 
 func (l *lease) current() bool { return l.e.holder == l }
 
@@ -65,6 +66,6 @@ func (l *lease) expire() {
 
 // drop ends the hold against the owner's will. s.mu is held.
 func (l *lease) drop() {
-	l.lostOnce.Do(func() { close(l.lost) })
+	l.lost.Fire()
 	l.s.vacate(l.e)
 }

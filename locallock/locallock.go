@@ -174,7 +174,7 @@ func (s *Store) grant(e *entry, r backend.Request) *lease {
 		token:   s.fence,
 		start:   now,
 		expires: now.Add(r.TTL),
-		lost:    make(chan struct{}),
+		lost:    backend.NewLostSignal(),
 	}
 	e.holder = l
 	l.timer = time.AfterFunc(r.TTL, l.expire)

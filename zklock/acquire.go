@@ -155,9 +155,14 @@ type ownRead struct {
 
 // readOwn reads the own node at path and sets a watch on it.
 func (d *Driver) readOwn(ctx context.Context, path string) ownRead {
-	var o ownRead
-	o.err = d.call(ctx, func() (err error) { _, o.st, o.w, err = d.conn.GetW(path); return err })
-	return o
+	// st and w are read only once the request returned: when ctx ends
+	// first, its goroutine may still write them.
+	var st *zk.Stat
+	var w <-chan zk.Event
+	if err := d.call(ctx, func() (err error) { _, st, w, err = d.conn.GetW(path); return err }); err != nil {
+		return ownRead{err: err}
+	}
+	return ownRead{st: st, w: w}
 }
 
 // checkOwn returns the own node's stat and watch from o, or the error
@@ -179,8 +184,10 @@ func (d *Driver) checkOwn(ctx context.Context, g *generation, path string, o own
 
 // watchPredecessor sets a watch on pred, the next lower node; gone
 // reports that it is gone already.
-func (d *Driver) watchPredecessor(ctx context.Context, pred string) (w <-chan zk.Event, gone bool, err error) {
-	err = d.call(ctx, func() (err error) { _, _, w, err = d.conn.GetW(pred); return err })
+func (d *Driver) watchPredecessor(ctx context.Context, pred string) (<-chan zk.Event, bool, error) {
+	// w is read only once the request returned (see readOwn).
+	var w <-chan zk.Event
+	err := d.call(ctx, func() (err error) { _, _, w, err = d.conn.GetW(pred); return err })
 	switch {
 	case errors.Is(err, zk.ErrNoNode):
 		return nil, true, nil
@@ -231,7 +238,7 @@ func (d *Driver) granted(ctx context.Context, g *generation, path string, token 
 		path:     path,
 		token:    token,
 		start:    start,
-		lost:     make(chan struct{}),
+		lost:     backend.NewLostSignal(),
 		released: make(chan struct{}),
 	}
 	if g.lost() {

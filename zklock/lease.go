@@ -23,7 +23,7 @@ type lease struct {
 	// never once Release has begun: the deletion Release makes must not
 	// read as a loss.
 	mu       sync.Mutex
-	lost     chan struct{}
+	lost     *backend.LostSignal
 	released chan struct{} // closed by Release: stops the watcher
 }
 
@@ -31,13 +31,16 @@ func (l *lease) Token() uint64 { return l.token }
 
 func (l *lease) Start() time.Time { return l.start }
 
-func (l *lease) Lost() <-chan struct{} { return l.lost }
+func (l *lease) Lost() <-chan struct{} { return l.lost.C() }
+
+// AfterLost implements backend.LostNotifier.
+func (l *lease) AfterLost(f func()) (stop func() bool) { return l.lost.AfterLost(f) }
 
 func (l *lease) markLost() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !isClosed(l.released) && !isClosed(l.lost) {
-		close(l.lost)
+	if !isClosed(l.released) {
+		l.lost.Fire()
 	}
 }
 
@@ -49,7 +52,7 @@ func (l *lease) markReleased() {
 	}
 }
 
-func (l *lease) isLost() bool { return isClosed(l.lost) }
+func (l *lease) isLost() bool { return l.lost.Fired() }
 
 func isClosed(ch <-chan struct{}) bool {
 	select {

@@ -61,6 +61,7 @@ var (
 	_ backend.Driver         = (*Driver)(nil)
 	_ backend.Inspector      = (*Driver)(nil)
 	_ backend.QueueInspector = (*Driver)(nil)
+	_ backend.LostNotifier   = (*lease)(nil)
 )
 
 // New returns a Driver on a ZooKeeper connection the caller already has.
