@@ -107,67 +107,100 @@ var otherBackends = bench.AllBackends[1:]
 func uncontendedConfig(name string) bool { return strings.HasSuffix(name, "-shared") }
 
 // BenchmarkBackendUncontended is BenchmarkUncontended on the backends
-// other than Redis that -bench.backends names: golocker and the stock
-// recipe (etcd's concurrency.Mutex, go-zookeeper's Lock), at least
-// -backends.uncontended.ops pairs each. Sub-benchmarks:
-// BACKEND/golocker, BACKEND/RECIPE.
+// other than Redis that -bench.backends names, one sub-benchmark per
+// backend: golocker and the stock recipe (etcd's concurrency.Mutex,
+// go-zookeeper's Lock), and golocker's driver used directly
+// (golocker-driver: Acquire and Release, without package locker), at least
+// -backends.uncontended.ops pairs each. The
+// libraries take turns in blocks of 100 pairs, as in
+// BenchmarkUncontendedInterleaved, so that a change in the machine's load
+// falls on all of them alike. Each library's figures are reported with
+// its name before the unit: LIBRARY:ns/op (the mean), LIBRARY:p50-us,
+// LIBRARY:p99-us and LIBRARY:reqs/op (cmd/table makes a row of each).
 func BenchmarkBackendUncontended(b *testing.B) {
+	const interleaveBlock = 100
 	for _, backend := range otherBackends {
 		if !backendEnabled(b, backend) {
 			continue
 		}
 		tgt := backendServers[backend].Get(b)
-		for _, cfg := range bench.BackendConfigs(backend) {
-			if !uncontendedConfig(cfg.Name) {
-				continue
-			}
-			b.Run(backend+"/"+cfg.Library, func(b *testing.B) {
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-				defer cancel()
+		b.Run(backend, func(b *testing.B) {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			var libs []string
+			var hs []bench.Handle
+			for _, cfg := range bench.BackendConfigs(backend) {
+				if !uncontendedConfig(cfg.Name) {
+					continue
+				}
 				set, err := cfg.Open(ctx, tgt.target, "bench/uncontended/"+cfg.Name, 1, time.Second)
 				if err != nil {
 					b.Fatal(err)
 				}
 				defer set.Close()
-				h := set.Handles[0]
-				for range 20 {
-					if err := bench.WarmUp(ctx, set.Handles); err != nil {
-						b.Fatal(err)
+				libs = append(libs, cfg.Library)
+				hs = append(hs, set.Handles[0])
+			}
+			h, closeDriver, err := bench.OpenBackendDriver(ctx, backend, tgt.target, "bench/uncontended/driver")
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer closeDriver()
+			libs = append(libs, "golocker-driver")
+			hs = append(hs, h)
+			for range 20 {
+				if err := bench.WarmUp(ctx, hs); err != nil {
+					b.Fatal(err)
+				}
+			}
+			n := max(b.N, *flagBackendOps)
+			rounds := max(1, (n+interleaveBlock-1)/interleaveBlock)
+			samples := make([][]int64, len(hs))
+			reqs := make([]int64, len(hs))
+			b.ResetTimer()
+			for r := range rounds {
+				for k := range hs {
+					i := (r + k) % len(hs) // each library follows each other as often
+					var before, after int64
+					var err error
+					if tgt.count != nil {
+						if before, err = tgt.count(ctx); err != nil {
+							b.Fatal(err)
+						}
+					}
+					for range interleaveBlock {
+						t0 := time.Now()
+						if err := hs[i].Lock(ctx); err != nil {
+							b.Fatal(err)
+						}
+						if err := hs[i].Unlock(ctx); err != nil {
+							b.Fatal(err)
+						}
+						samples[i] = append(samples[i], int64(time.Since(t0)))
+					}
+					if tgt.count != nil {
+						if after, err = tgt.count(ctx); err != nil {
+							b.Fatal(err)
+						}
+						reqs[i] += after - before
 					}
 				}
-				n := max(b.N, *flagBackendOps)
-				samples := make([]int64, n)
-				var before, after int64
+			}
+			b.StopTimer()
+			b.ReportMetric(0, "ns/op")
+			for i, lib := range libs {
+				var sum int64
+				for _, s := range samples[i] {
+					sum += s
+				}
+				b.ReportMetric(float64(sum)/float64(len(samples[i])), lib+":ns/op")
+				b.ReportMetric(us(bench.Percentile(samples[i], 0.50)), lib+":p50-us")
+				b.ReportMetric(us(bench.Percentile(samples[i], 0.99)), lib+":p99-us")
 				if tgt.count != nil {
-					if before, err = tgt.count(ctx); err != nil {
-						b.Fatal(err)
-					}
+					b.ReportMetric(float64(reqs[i])/float64(len(samples[i])), lib+":reqs/op")
 				}
-				b.ResetTimer()
-				start := time.Now()
-				for i := range n {
-					t0 := time.Now()
-					if err := h.Lock(ctx); err != nil {
-						b.Fatal(err)
-					}
-					if err := h.Unlock(ctx); err != nil {
-						b.Fatal(err)
-					}
-					samples[i] = int64(time.Since(t0))
-				}
-				total := time.Since(start)
-				b.StopTimer()
-				b.ReportMetric(float64(total.Nanoseconds())/float64(n), "ns/op")
-				b.ReportMetric(us(bench.Percentile(samples, 0.50)), "p50-us")
-				b.ReportMetric(us(bench.Percentile(samples, 0.99)), "p99-us")
-				if tgt.count != nil {
-					if after, err = tgt.count(ctx); err != nil {
-						b.Fatal(err)
-					}
-					b.ReportMetric(float64(after-before)/float64(n), "reqs/op")
-				}
-			})
-		}
+			}
+		})
 	}
 }
 

@@ -128,6 +128,18 @@ func OpenDriver(ctx context.Context, addr, name string) (Handle, func() error, e
 	return &driverHandle{d: d, name: name}, d.Close, nil
 }
 
+// OpenBackendDriver opens golocker's driver of a backend other than
+// Redis, on its target, with default options, for a handle on lock name
+// that uses the driver directly (Acquire and Release, without package
+// locker).
+func OpenBackendDriver(ctx context.Context, backend, target, name string) (Handle, func() error, error) {
+	c, err := locker.Open(ctx, golockerURL(backend, target))
+	if err != nil {
+		return nil, nil, err
+	}
+	return &driverHandle{d: c.Driver(), name: name}, c.Close, nil
+}
+
 type driverHandle struct {
 	d     backend.Driver
 	name  string

@@ -81,18 +81,27 @@ func parse(r io.Reader) (*results, error) {
 			continue
 		}
 		name := procsSuffix.ReplaceAllString(f[0], "")
-		m := res.values[name]
-		if m == nil {
-			m = map[string][]float64{}
-			res.values[name] = m
-			res.names = append(res.names, name)
-		}
 		for i := 2; i+1 < len(f); i += 2 {
 			v, err := strconv.ParseFloat(f[i], 64)
 			if err != nil {
 				return nil, fmt.Errorf("%q: %v", line, err)
 			}
-			m[f[i+1]] = append(m[f[i+1]], v)
+			// A unit LIBRARY:UNIT is a figure of one of several libraries
+			// measured in one benchmark (BenchmarkBackendUncontended):
+			// it makes a row of its own, NAME/LIBRARY.
+			row, unit := name, f[i+1]
+			if lib, u, ok := strings.Cut(unit, ":"); ok {
+				row, unit = name+"/"+lib, u
+			} else if len(f) > 4 && unit == "ns/op" && v == 0 {
+				continue
+			}
+			m := res.values[row]
+			if m == nil {
+				m = map[string][]float64{}
+				res.values[row] = m
+				res.names = append(res.names, row)
+			}
+			m[unit] = append(m[unit], v)
 		}
 	}
 	return res, sc.Err()
