@@ -377,6 +377,13 @@ func RunBackend(ctx context.Context, cfg Config, target, name string, n int, p P
 	if err != nil {
 		return Measurement{}, err
 	}
+	// A short contended run, not measured, first: the server's contended
+	// paths (a JVM's just-in-time compiler, caches) are then warm for
+	// every configuration, not only for those that run after another.
+	var warm atomic.Int32
+	if w := Contend(ctx, set.Handles, Params{Hold: p.Hold, Think: p.Think, Duration: contendedWarmUp(p.Duration)}, time.Now(), &warm); w.Errors > 0 {
+		return Measurement{}, fmt.Errorf("warm-up: %d errors, the first: %s", w.Errors, w.FirstError)
+	}
 	var before, after int64
 	if count != nil {
 		if before, err = count(ctx); err != nil {
@@ -393,3 +400,8 @@ func RunBackend(ctx context.Context, cfg Config, target, name string, n int, p P
 	r.Overlaps = max(r.Overlaps, Overlaps(r.Intervals))
 	return Measurement{Result: r, Duration: p.Duration, Calls: after - before, AllCalls: after - before}, nil
 }
+
+// contendedWarmUp is how long the unmeasured contended run before each
+// measured one of RunBackend lasts: a third of the measured run, at most
+// a second.
+func contendedWarmUp(d time.Duration) time.Duration { return min(d/3, time.Second) }
