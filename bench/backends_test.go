@@ -118,7 +118,6 @@ func uncontendedConfig(name string) bool { return strings.HasSuffix(name, "-shar
 // its name before the unit: LIBRARY:ns/op (the mean), LIBRARY:p50-us,
 // LIBRARY:p99-us and LIBRARY:reqs/op (cmd/table makes a row of each).
 func BenchmarkBackendUncontended(b *testing.B) {
-	const interleaveBlock = 100
 	for _, backend := range otherBackends {
 		if !backendEnabled(b, backend) {
 			continue
@@ -148,45 +147,24 @@ func BenchmarkBackendUncontended(b *testing.B) {
 			defer closeDriver()
 			libs = append(libs, "golocker-driver")
 			hs = append(hs, h)
-			for range 20 {
-				if err := bench.WarmUp(ctx, hs); err != nil {
-					b.Fatal(err)
-				}
-			}
-			n := max(b.N, *flagBackendOps)
-			rounds := max(1, (n+interleaveBlock-1)/interleaveBlock)
-			samples := make([][]int64, len(hs))
 			reqs := make([]int64, len(hs))
-			b.ResetTimer()
-			for r := range rounds {
-				for k := range hs {
-					i := (r + k) % len(hs) // each library follows each other as often
-					var before, after int64
-					var err error
-					if tgt.count != nil {
-						if before, err = tgt.count(ctx); err != nil {
-							b.Fatal(err)
-						}
+			var around func(i int) func()
+			if tgt.count != nil {
+				around = func(i int) func() {
+					before, err := tgt.count(ctx)
+					if err != nil {
+						b.Fatal(err)
 					}
-					for range interleaveBlock {
-						t0 := time.Now()
-						if err := hs[i].Lock(ctx); err != nil {
-							b.Fatal(err)
-						}
-						if err := hs[i].Unlock(ctx); err != nil {
-							b.Fatal(err)
-						}
-						samples[i] = append(samples[i], int64(time.Since(t0)))
-					}
-					if tgt.count != nil {
-						if after, err = tgt.count(ctx); err != nil {
+					return func() {
+						after, err := tgt.count(ctx)
+						if err != nil {
 							b.Fatal(err)
 						}
 						reqs[i] += after - before
 					}
 				}
 			}
-			b.StopTimer()
+			samples := inTurns(b, ctx, hs, max(b.N, *flagBackendOps), around)
 			b.ReportMetric(0, "ns/op")
 			for i, lib := range libs {
 				var sum int64

@@ -115,7 +115,6 @@ func BenchmarkUncontended(b *testing.B) {
 // least -uncontended.ops pairs per library.
 func BenchmarkUncontendedInterleaved(b *testing.B) {
 	skipUnlessEnabled(b, bench.Redis)
-	const interleaveBlock = 100
 	addr := redisServer.Get(b).Addr
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -141,31 +140,7 @@ func BenchmarkUncontendedInterleaved(b *testing.B) {
 	defer closeDriver()
 	names = append(names, "golocker-driver")
 	hs = append(hs, h)
-	for range 20 {
-		if err := bench.WarmUp(ctx, hs); err != nil {
-			b.Fatal(err)
-		}
-	}
-
-	rounds := max(1, (max(b.N, *flagOps)+interleaveBlock-1)/interleaveBlock)
-	samples := make([][]int64, len(hs))
-	b.ResetTimer()
-	for r := range rounds {
-		for k := range hs {
-			i := (r + k) % len(hs) // each library follows each other as often
-			for range interleaveBlock {
-				t0 := time.Now()
-				if err := hs[i].Lock(ctx); err != nil {
-					b.Fatal(err)
-				}
-				if err := hs[i].Unlock(ctx); err != nil {
-					b.Fatal(err)
-				}
-				samples[i] = append(samples[i], int64(time.Since(t0)))
-			}
-		}
-	}
-	b.StopTimer()
+	samples := inTurns(b, ctx, hs, max(b.N, *flagOps), nil)
 	b.ReportMetric(0, "ns/op")
 	p50 := map[string]float64{}
 	for i, name := range names {
@@ -287,3 +262,48 @@ func report(b *testing.B, ms []bench.Measurement, unit string, counted bool) {
 
 func us(d time.Duration) float64   { return float64(d) / float64(time.Microsecond) }
 func msec(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// interleaveBlock is how many Lock+Unlock pairs a library runs in its turn
+// (inTurns).
+const interleaveBlock = 100
+
+// inTurns warms hs up, then runs at least n Lock+Unlock pairs with each
+// of them, the handles taking turns in blocks of interleaveBlock pairs,
+// each following each other as often; it returns each handle's pair
+// durations, in ns. around, if not nil, runs before each block of handle
+// i and returns what runs after it. Only the turns are timed.
+func inTurns(b *testing.B, ctx context.Context, hs []bench.Handle, n int, around func(i int) (after func())) [][]int64 {
+	b.Helper()
+	for range 20 {
+		if err := bench.WarmUp(ctx, hs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	rounds := max(1, (n+interleaveBlock-1)/interleaveBlock)
+	samples := make([][]int64, len(hs))
+	b.ResetTimer()
+	for r := range rounds {
+		for k := range hs {
+			i := (r + k) % len(hs)
+			var after func()
+			if around != nil {
+				after = around(i)
+			}
+			for range interleaveBlock {
+				t0 := time.Now()
+				if err := hs[i].Lock(ctx); err != nil {
+					b.Fatal(err)
+				}
+				if err := hs[i].Unlock(ctx); err != nil {
+					b.Fatal(err)
+				}
+				samples[i] = append(samples[i], int64(time.Since(t0)))
+			}
+			if after != nil {
+				after()
+			}
+		}
+	}
+	b.StopTimer()
+	return samples
+}

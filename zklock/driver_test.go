@@ -472,14 +472,7 @@ func TestTokenIsTheNodesCzxid(t *testing.T) {
 	const name = "czxid"
 	check := func(what string, l backend.Lease) {
 		t.Helper()
-		nodes, err := lockChildren(admin, zklock.Dir(da, name))
-		if err != nil || len(nodes) == 0 {
-			t.Fatalf("%s: nodes = %v, %v", what, nodes, err)
-		}
-		_, st, err := admin.Get(zklock.Dir(da, name) + "/" + nodes[0])
-		if err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
+		st, _ := holderStat(t, admin, zklock.Dir(da, name))
 		if l.Token() != uint64(st.Czxid) {
 			t.Errorf("%s: token %d, the holder node's czxid %d", what, l.Token(), st.Czxid)
 		}
@@ -545,13 +538,9 @@ func TestTokenWhenTheLockNodeChangesAfterTheCreate(t *testing.T) {
 	})
 	for round := range 5 {
 		l := acquire(t, ctx, d, name, fmt.Sprintf("o%d", round), false)
-		nodes, err := lockChildren(admin, dir)
-		if err != nil || len(nodes) != 1 {
-			t.Fatalf("round %d: nodes = %v, %v", round, nodes, err)
-		}
-		_, st, err := admin.Get(dir + "/" + nodes[0])
-		if err != nil {
-			t.Fatal(err)
+		st, n := holderStat(t, admin, dir)
+		if n != 1 {
+			t.Fatalf("round %d: %d lock nodes, want 1", round, n)
 		}
 		_, dirSt, err := admin.Get(dir)
 		if err != nil {
@@ -592,13 +581,9 @@ func TestLockNodeThatMayNotBeWritten(t *testing.T) {
 	}
 	for round := range 3 {
 		l := acquire(t, ctx, d, name, fmt.Sprintf("o%d", round), false)
-		nodes, err := lockChildren(admin, dir)
-		if err != nil || len(nodes) != 1 {
-			t.Fatalf("round %d: nodes = %v, %v", round, nodes, err)
-		}
-		_, st, err := admin.Get(dir + "/" + nodes[0])
-		if err != nil {
-			t.Fatal(err)
+		st, n := holderStat(t, admin, dir)
+		if n != 1 {
+			t.Fatalf("round %d: %d lock nodes, want 1", round, n)
 		}
 		if l.Token() != uint64(st.Czxid) {
 			t.Errorf("round %d: token %d, the holder node's czxid %d", round, l.Token(), st.Czxid)
@@ -610,4 +595,19 @@ func TestLockNodeThatMayNotBeWritten(t *testing.T) {
 	if n := zklock.CreatedTokens(d); n != 0 {
 		t.Errorf("%d tokens came with a create that may not write the lock's node", n)
 	}
+}
+
+// holderStat returns the stat of the lowest lock node in dir, the
+// holder's, and how many lock nodes dir has.
+func holderStat(t *testing.T, admin *zk.Conn, dir string) (*zk.Stat, int) {
+	t.Helper()
+	nodes, err := lockChildren(admin, dir)
+	if err != nil || len(nodes) == 0 {
+		t.Fatalf("lock nodes of %s = %v, %v", dir, nodes, err)
+	}
+	_, st, err := admin.Get(dir + "/" + nodes[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, len(nodes)
 }
