@@ -384,6 +384,12 @@ func RunBackend(ctx context.Context, cfg Config, target, name string, n int, p P
 	if w := Contend(ctx, set.Handles, Params{Hold: p.Hold, Think: p.Think, Duration: contendedWarmUp(p.Duration)}, time.Now(), &warm); w.Errors > 0 {
 		return Measurement{}, fmt.Errorf("warm-up: %d errors, the first: %s", w.Errors, w.FirstError)
 	}
+	// A zk.Lock that the warm-up's end abandoned still runs on its handle,
+	// which zk.Lock would refuse to lock again ("trying to acquire a lock
+	// twice").
+	if err := set.waitAbandoned(); err != nil {
+		return Measurement{}, err
+	}
 	var before, after int64
 	if count != nil {
 		if before, err = count(ctx); err != nil {
