@@ -209,9 +209,10 @@ func (m *Mutex) acquire(ctx context.Context, wait bool) (bool, error) {
 		c.release(ctx, l, m.cfg.releaseTimeout)
 		return false, ctx.Err()
 	}
-	// The driver knows when the granting request was sent; a wait can
-	// have begun long before.
-	if ls := l.Start(); ls.After(start) {
+	// The driver knows when the lease it granted began: when the granting
+	// request was sent (a wait can have begun long before), or earlier
+	// (redislock passes a lease on with the time it was last set).
+	if ls := l.Start(); !ls.IsZero() {
 		start = ls
 		if now := time.Now(); start.After(now) {
 			start = now

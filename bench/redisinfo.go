@@ -21,7 +21,7 @@ import (
 var ScriptCommands = map[string][]string{
 	// redislock/scripts/*.lua
 	Golocker: {"hmget", "exists", "pttl", "incr", "hset", "pexpire", "hget", "del", "publish",
-		"time", "lindex", "lpop", "hdel", "hexists", "rpush", "lrem", "lrange"},
+		"time", "lindex", "lpop", "hdel", "hexists", "rpush", "lrem", "lrange", "incrby"},
 	// redsync's deleteScript and touchScript; it sends SET NX PX itself.
 	Redsync: {"get", "del", "pexpire"},
 	// bsm/redislock's luaObtain, luaRelease, luaRefresh, luaPTTL.

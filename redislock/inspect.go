@@ -144,7 +144,7 @@ func (d *Driver) Waiters(ctx context.Context, name string) (int, error) {
 	if err := validName(name); err != nil {
 		return 0, err
 	}
-	n, err := waitersScript.Run(ctx, d.client, scriptKeys(d.keys.lock(name))).Int()
+	n, err := waitersScript.Run(ctx, d.client, scriptKeys(d.keys.lock(name)), d.movingOwners(name)...).Int()
 	if err != nil {
 		return 0, storeErr(err)
 	}

@@ -136,19 +136,26 @@ func (d *Driver) listen(b *inbox, msgs <-chan any) {
 	}
 }
 
-// onGrant passes a grant, "<token> <owner>", to the waiter it names, if it
-// still waits.
+// onGrant passes a grant, "<token> <owner>" or "<token>-<last> <owner>",
+// to the waiter it names, if it still waits.
 func (d *Driver) onGrant(payload string) {
 	tok, owner, _ := strings.Cut(payload, " ")
-	token, err := strconv.ParseUint(tok, 10, 64)
+	first, end, ranged := strings.Cut(tok, "-")
+	token, err := strconv.ParseUint(first, 10, 64)
 	if err != nil {
 		return
+	}
+	last := token
+	if ranged {
+		if last, err = strconv.ParseUint(end, 10, 64); err != nil {
+			return
+		}
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if w := d.waiters[owner]; w != nil {
 		select {
-		case w.grant <- token:
+		case w.grant <- grant{token, last}:
 		default:
 		}
 	}

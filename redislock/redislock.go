@@ -39,8 +39,10 @@ type Driver struct {
 	inboxName string         // the channel of grants to this Driver's waiters
 
 	mu      sync.Mutex
-	waiters map[string]*waiter // by owner
-	inbox   *inbox             // subscribed when a waiter first needs it
+	waiters map[string]*waiter   // by owner
+	queues  map[string][]*waiter // by name, in the order they began to wait
+	moving  map[*lease]struct{}  // passed leases whose transfer has not returned
+	inbox   *inbox               // subscribed when a waiter first needs it
 }
 
 var (
@@ -90,6 +92,8 @@ func newDriver(client redis.UniversalClient, o options, own bool) *Driver {
 		closed:    make(chan struct{}),
 		inboxName: inboxChannel(o.keyPrefix),
 		waiters:   make(map[string]*waiter),
+		queues:    make(map[string][]*waiter),
+		moving:    make(map[*lease]struct{}),
 	}
 }
 
@@ -158,14 +162,14 @@ func (d *Driver) Acquire(ctx context.Context, r backend.Request) (backend.Lease,
 		return nil, err
 	}
 	if !r.Wait {
-		l, _, _, err := d.try(ctx, r, false, "")
+		t, err := d.try(ctx, r, false, "")
 		if err != nil {
 			return nil, err
 		}
-		if l == nil {
+		if t.l == nil {
 			return nil, backend.ErrHeld
 		}
-		return l, nil
+		return t.l, nil
 	}
 	return d.wait(ctx, r)
 }
@@ -175,12 +179,13 @@ func (d *Driver) Acquire(ctx context.Context, r backend.Request) (backend.Lease,
 // waited), or the holder's remaining lease (maxWait when unknown) when
 // held. With queue, a held lock puts the owner in its queue, or renews its
 // place there, with inbox as the channel to tell it of a grant ("": none,
-// the waiter polls); the caller leaves the queue when it gives up.
+// the waiter polls), and mine tells whether only this Driver's waiters
+// are ahead of it; the caller leaves the queue when it gives up.
 // Without, a call that failed but may have run is undone before try
 // returns.
-func (d *Driver) try(ctx context.Context, r backend.Request, queue bool, inbox string) (l *lease, already bool, left time.Duration, err error) {
+func (d *Driver) try(ctx context.Context, r backend.Request, queue bool, inbox string) (t tried, err error) {
 	key := d.keys.lock(r.Name)
-	l = &lease{d: d, key: key, owner: r.Owner, start: time.Now()}
+	l := d.newLease(r, key)
 	mode := "0"
 	if queue {
 		mode = "1"
@@ -197,17 +202,26 @@ func (d *Driver) try(ctx context.Context, r backend.Request, queue bool, inbox s
 		if !queue && !cleaned && mayHaveRun(err) {
 			d.cleanup(ctx, l)
 		}
-		return nil, false, 0, storeErr(err)
+		return tried{}, storeErr(err)
 	}
-	status, n, err := parseAcquire(res)
+	a, err := parseAcquire(res)
 	if err != nil {
-		return nil, false, 0, err
+		return tried{}, err
 	}
-	if status == 0 {
-		return nil, false, pttl(n), nil
+	if a.status == 0 {
+		return tried{left: pttl(a.n), mine: a.m == 1}, nil
 	}
-	l.token = uint64(n)
-	return l, status == 2, 0, nil
+	l.granted(uint64(a.n), uint64(max(a.m, 0)), l.start)
+	return tried{l: l, already: a.status == 2}, nil
+}
+
+// tried is what one try found: a lease, or how long the holder's lease
+// has left and whether only this Driver's waiters are ahead in the queue.
+type tried struct {
+	l       *lease
+	already bool
+	left    time.Duration
+	mine    bool
 }
 
 // cleanup releases by owner a grant that may have happened while the call
@@ -219,19 +233,28 @@ func (d *Driver) cleanup(ctx context.Context, l *lease) {
 	_, _ = l.release(cctx, true)
 }
 
-// parseAcquire reads an acquire script's {status, token or pttl}: status
-// 0 is held (n is the holder's pttl), 1 granted by this call, 2 (the
-// queued script) held already by the caller.
-func parseAcquire(res any) (status, n int64, err error) {
+// acquireReply is an acquire script's {status, n, m}: status 0 is held
+// (n is the holder's pttl, m is 1 when only the caller's Driver's waiters
+// are ahead of it), 1 granted by this call, 2 (the queued script) held
+// already by the caller; when granted, n is the token and m the last
+// token reserved for the caller's Driver (0 or absent: none).
+type acquireReply struct{ status, n, m int64 }
+
+func parseAcquire(res any) (acquireReply, error) {
 	a, ok := res.([]any)
-	if ok && len(a) == 2 {
+	if ok && (len(a) == 2 || len(a) == 3) {
 		g, ok1 := a[0].(int64)
 		v, ok2 := a[1].(int64)
-		if ok1 && ok2 && g >= 0 && g <= 2 {
-			return g, v, nil
+		var m int64
+		ok3 := true
+		if len(a) == 3 {
+			m, ok3 = a[2].(int64)
+		}
+		if ok1 && ok2 && ok3 && g >= 0 && g <= 2 {
+			return acquireReply{g, v, m}, nil
 		}
 	}
-	return 0, 0, fmt.Errorf("%w from the acquire script: %v", errReply, res)
+	return acquireReply{}, fmt.Errorf("%w from the acquire script: %v", errReply, res)
 }
 
 // pttl turns the holder's PTTL into a wait bound: maxWait when the key has

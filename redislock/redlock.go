@@ -229,7 +229,8 @@ func (rl *RedLock) try(ctx context.Context, r backend.Request) (*redLease, time.
 			undo[i] = mayHaveRun(res.err)
 			continue
 		}
-		status, n, err := parseAcquire(res.res)
+		a, err := parseAcquire(res.res)
+		status, n := a.status, a.n
 		switch {
 		case err != nil:
 			errs = append(errs, err)

@@ -27,7 +27,7 @@ func (d *Driver) acquireReplicated(ctx context.Context, l *lease, args []any) (r
 		d.movedSlot(ctx, err)
 		return nil, false, err
 	}
-	if status, _, perr := parseAcquire(res); perr != nil || status != 1 {
+	if a, perr := parseAcquire(res); perr != nil || a.status != 1 {
 		return res, false, perr
 	}
 	if err := d.waitReplicasOn(ctx, conn, l); err != nil {

@@ -3,6 +3,7 @@ package redislock
 import (
 	"context"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/golocker/locker/backend"
@@ -33,9 +34,17 @@ import (
 
 type waiter struct {
 	owner string
-	grant chan uint64   // capacity 1: the token of the grant published to this owner
+	name  string
+	ttl   time.Duration
+	grant chan grant    // capacity 1: the grant published to this owner
+	pass  chan *lease   // capacity 1: the lock passed by a hold of this Driver (pass.go)
 	wake  chan struct{} // capacity 1: the lock was freed with nobody queued, or pub/sub reconnected
+	mine  bool          // only this Driver's waiters are ahead in the queue in Redis (d.mu)
 }
+
+// grant is a hand-off published to a waiter: its token, and the last token
+// reserved with it (0: none).
+type grant struct{ token, last uint64 }
 
 func (w *waiter) poke() {
 	select {
@@ -74,16 +83,16 @@ func (d *Driver) wait(ctx context.Context, r backend.Request) (backend.Lease, er
 		// One try first, without subscribing or queueing: a free lock
 		// costs one call. (With the inbox subscribed, joining the queue
 		// also takes a free lock at once.)
-		l, _, _, err := d.try(ctx, r, false, "")
+		t, err := d.try(ctx, r, false, "")
 		switch {
-		case l != nil:
-			return l, nil
+		case t.l != nil:
+			return t.l, nil
 		case err != nil && !retryable(err):
 			return nil, err
 		}
 	}
 
-	w, b, err := d.join(r.Owner)
+	w, b, err := d.join(r)
 	if err != nil {
 		return nil, err
 	}
@@ -114,13 +123,14 @@ func (d *Driver) wait(ctx context.Context, r backend.Request) (backend.Lease, er
 		if since.IsZero() {
 			since = sent
 		}
-		l, already, left, err := d.try(ctx, r, true, inbox)
-		if l != nil {
-			if already {
-				l.start = since
+		t, err := d.try(ctx, r, true, inbox)
+		if l := t.l; l != nil {
+			if t.already {
+				l.granted(l.token, l.last, since)
 			}
-			return d.granted(ctx, w, r, l, already)
+			return d.granted(ctx, w, r, l, t.already)
 		}
+		left := t.left
 		if err != nil {
 			if ctx.Err() != nil || d.isClosed() || !retryable(err) {
 				return nil, d.giveUp(ctx, w, r, err)
@@ -130,6 +140,7 @@ func (d *Driver) wait(ctx context.Context, r backend.Request) (backend.Lease, er
 		} else {
 			errBackoff = pollMin
 			since = sent
+			d.setMine(w, t.mine)
 		}
 
 		bound := min(left, refresh)
@@ -141,9 +152,13 @@ func (d *Driver) wait(ctx context.Context, r backend.Request) (backend.Lease, er
 		}
 		timer := time.NewTimer(max(bound, minWait))
 		select {
-		case token := <-w.grant:
+		case g := <-w.grant:
 			timer.Stop()
-			l := &lease{d: d, key: key, owner: r.Owner, token: token, start: since}
+			l := d.newLease(r, key)
+			l.granted(g.token, g.last, since)
+			return d.granted(ctx, w, r, l, true)
+		case l := <-w.pass:
+			timer.Stop()
 			return d.granted(ctx, w, r, l, true)
 		case <-w.wake:
 		case <-timer.C:
@@ -172,27 +187,56 @@ func (d *Driver) granted(ctx context.Context, w *waiter, r backend.Request, l *l
 	return l, nil
 }
 
-// join registers a waiter for owner, subscribing the Driver's inbox if it
-// is not yet.
-func (d *Driver) join(owner string) (*waiter, *inbox, error) {
+// join registers a waiter for r, subscribing the Driver's inbox if it is
+// not yet.
+func (d *Driver) join(r backend.Request) (*waiter, *inbox, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.isClosed() {
 		return nil, nil, backend.ErrClosed
 	}
-	w := &waiter{owner: owner, grant: make(chan uint64, 1), wake: make(chan struct{}, 1)}
-	d.waiters[owner] = w
+	w := &waiter{
+		owner: r.Owner,
+		name:  r.Name,
+		ttl:   r.TTL,
+		grant: make(chan grant, 1),
+		pass:  make(chan *lease, 1),
+		wake:  make(chan struct{}, 1),
+	}
+	d.waiters[w.owner] = w
+	d.queues[w.name] = append(d.queues[w.name], w)
 	d.waiting.Add(1)
 	return w, d.startInboxLocked(), nil
 }
 
-// unregister stops grants from reaching w.
+// unregister stops grants and passes from reaching w.
 func (d *Driver) unregister(w *waiter) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.unregisterLocked(w)
+}
+
+func (d *Driver) unregisterLocked(w *waiter) {
 	if d.waiters[w.owner] == w {
 		delete(d.waiters, w.owner)
 	}
+	q := d.queues[w.name]
+	if i := slices.Index(q, w); i >= 0 {
+		q = slices.Delete(q, i, i+1)
+		if len(q) == 0 {
+			delete(d.queues, w.name)
+		} else {
+			d.queues[w.name] = q
+		}
+	}
+}
+
+// setMine records whether only this Driver's waiters are ahead of w in
+// the queue in Redis.
+func (d *Driver) setMine(w *waiter, mine bool) {
+	d.mu.Lock()
+	w.mine = mine
+	d.mu.Unlock()
 }
 
 // leave ends w's wait.
@@ -209,6 +253,15 @@ func (d *Driver) leave(w *waiter) {
 func (d *Driver) giveUp(ctx context.Context, w *waiter, r backend.Request, err error) error {
 	d.unregister(w)
 	defer d.waiting.Done()
+	select {
+	case l := <-w.pass:
+		// Passed the lock as it gave up: it passes it on, or frees it,
+		// once Redis has it as the holder.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		_ = l.Release(cctx)
+		cancel()
+	default:
+	}
 	d.cleanup(ctx, &lease{d: d, key: d.keys.lock(r.Name), owner: r.Owner})
 	if ctx.Err() != nil {
 		return ctx.Err()

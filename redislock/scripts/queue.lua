@@ -2,7 +2,9 @@
 -- Driver puts it in front of queue_acquire.lua, queue_release.lua,
 -- forcerelease.lua and waiters.lua, which all take the same keys:
 --
--- KEYS[1]  the lock: a hash {owner, token} with the lease as its expiry
+-- KEYS[1]  the lock: a hash {owner, token, last} with the lease as its
+--          expiry; last is the highest token reserved for the owner's
+--          Driver (see grant)
 -- KEYS[2]  the fence counter of the name; it never expires
 -- KEYS[3]  the queue: a list of waiting owners, the oldest first
 -- KEYS[4]  the waiters: a hash of owner -> "<deadline> <lease> <inbox>";
@@ -59,25 +61,53 @@ local function dequeue(o)
   redis.call('hdel', KEYS[4], o)
 end
 
--- grant gives the lock to owner for lease ms, with the next fencing token.
-local function grant(owner, lease)
-  local token = redis.call('incr', KEYS[2])
-  redis.call('hset', KEYS[1], 'owner', owner, 'token', token)
+-- grant gives the lock to owner for lease ms, with the next k fencing
+-- tokens: the first is the hold's, the others are reserved for the holds
+-- that the owner's Driver passes the lock to without freeing it
+-- (transfer.lua). It returns the first and the last.
+local function grant(owner, lease, k)
+  local last = redis.call('incrby', KEYS[2], k)
+  local first = last - k + 1
+  redis.call('hset', KEYS[1], 'owner', owner, 'token', first, 'last', last)
   redis.call('pexpire', KEYS[1], lease)
-  return token
+  return first, last
+end
+
+-- BLOCK is how many tokens a hand-off reserves for a waiter whose Driver
+-- listens (it has an inbox): enough for the passes of a busy lock in the
+-- time a transfer takes to reserve more.
+local BLOCK = 16
+
+-- grant_reply is the {2, token, last} of a hold found in the hash. A
+-- 'last' below the token (written by an older version, or absent) is the
+-- token itself: no tokens are reserved.
+local function grant_reply()
+  local cur = redis.call('hmget', KEYS[1], 'token', 'last')
+  local token = tonumber(cur[1]) or 0
+  return {2, token, math.max(token, tonumber(cur[2]) or 0)}
 end
 
 -- hand_off gives the lock to the oldest live waiter and tells it on its
--- inbox. It returns false, changing nothing, when nobody waits.
+-- inbox: "<token> <owner>", or "<token>-<last> <owner>" when tokens up to
+-- last are reserved for it. It returns false, changing nothing, when
+-- nobody waits.
 local function hand_off(now)
   local o, lease, inbox = head(now)
   if not o then
     return false
   end
   dequeue(o)
-  local token = grant(o, lease)
+  local k = 1
   if inbox ~= '' then
-    redis.call('publish', inbox, token .. ' ' .. o)
+    k = BLOCK
+  end
+  local first, last = grant(o, lease, k)
+  if inbox ~= '' then
+    local tok = first
+    if last > first then
+      tok = first .. '-' .. last
+    end
+    redis.call('publish', inbox, tok .. ' ' .. o)
   end
   return true
 end

@@ -8,11 +8,14 @@
 -- ARGV[5]  the inbox of the caller's Driver, to be told of a hand-off
 --          ("": none, the caller polls)
 --
--- Returns {1, token} when this call granted the lock; {2, token} when the
--- owner already holds it (it was handed the lock while it waited, or this
--- very request ran before and a client retried it); {0, pttl} when another
--- owner holds it: the holder's remaining lease, -1 if the key has no
--- expiry (set by hand).
+-- Returns {1, token, token} when this call granted the lock; {2, token,
+-- last} when the owner already holds it (it was handed the lock while it
+-- waited, or this very request ran before and a client retried it), with
+-- the last token reserved for it; {0, pttl, mine} when another owner holds
+-- it: the holder's remaining lease, -1 if the key has no expiry (set by
+-- hand), and mine = 1 when the caller waits and every live waiter ahead of
+-- it has the caller's inbox (its own Driver's waiters: that Driver may
+-- pass the lock to it in turn, transfer.lua), 0 otherwise.
 --
 -- A free lock goes to the caller only if nobody waits or the caller is the
 -- oldest waiter; otherwise this call hands it to the oldest one.
@@ -20,7 +23,7 @@
 -- that the same owner holds.
 local owner = redis.call('hget', KEYS[1], 'owner')
 if owner == ARGV[1] then
-  return {2, tonumber(redis.call('hget', KEYS[1], 'token')) or 0}
+  return grant_reply()
 end
 -- A hash without an owner (written by hand) counts as free.
 if not owner then
@@ -29,10 +32,11 @@ if not owner then
     if o then
       dequeue(o)
     end
-    return {1, grant(ARGV[1], ARGV[2])}
+    return {1, grant(ARGV[1], ARGV[2], 1)}
   end
   hand_off(nil)
 end
+local mine = 0
 if ARGV[3] == '1' then
   local now = now_ms()
   if redis.call('hexists', KEYS[4], ARGV[1]) == 0 then
@@ -43,5 +47,20 @@ if ARGV[3] == '1' then
   -- Both keys outlive every place in them, and go when nobody waits.
   redis.call('pexpire', KEYS[3], window + 1000)
   redis.call('pexpire', KEYS[4], window + 1000)
+  -- Only the first MINE_SCAN places are looked at: a waiter further back
+  -- is not passed the lock.
+  if ARGV[5] ~= '' then
+    local MINE_SCAN = 64
+    for _, o in ipairs(redis.call('lrange', KEYS[3], 0, MINE_SCAN - 1)) do
+      if o == ARGV[1] then
+        mine = 1
+        break
+      end
+      local deadline, _, inbox = entry(redis.call('hget', KEYS[4], o))
+      if deadline and deadline >= now and inbox ~= ARGV[5] then
+        break
+      end
+    end
+  end
 end
-return {0, redis.call('pttl', KEYS[1])}
+return {0, redis.call('pttl', KEYS[1]), mine}
