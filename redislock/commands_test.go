@@ -143,9 +143,10 @@ func TestCommandsPerAcquisition(t *testing.T) {
 // TestOneReleaseWakesOneLocalWaiter: 16 handles of one process wait for a
 // lock; a release hands it to the oldest, which returns without another
 // call: the release is the only script run between the release and the
-// grant, not 16 tries. The waiters renew their places once a second, which
-// may fall into one window by chance; a herd would fill every window, so
-// the best of 3 releases is checked.
+// grant (none, once the Driver holds the lock and passes it on), not 16
+// tries. The waiters renew their places once a second, which may fall
+// into one window by chance; a herd would fill every window, so the best
+// of 3 releases is checked.
 func TestOneReleaseWakesOneLocalWaiter(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t, 2*time.Minute)
@@ -204,9 +205,9 @@ func TestOneReleaseWakesOneLocalWaiter(t *testing.T) {
 			continue
 		}
 		_, per := diffCalls(before, commandCalls(t, ctx, srv))
-		attempts := per["evalsha"] + per["eval"] - 1 // minus the release
-		all = append(all, attempts)
-		best = min(best, attempts)
+		calls := per["evalsha"] + per["eval"] // the release, if the lock was not passed
+		all = append(all, calls)
+		best = min(best, calls)
 		if k, _ := q.Waiters(ctx, name); k != n-1-round {
 			t.Errorf("Waiters = %d after grant %d, want %d", k, round+1, n-1-round)
 		}
@@ -217,9 +218,9 @@ func TestOneReleaseWakesOneLocalWaiter(t *testing.T) {
 	if err := holder.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("acquire calls between a release and its grant, in 3 rounds with %d local waiters: %v", n, all)
-	if best > 0 {
-		t.Errorf("at best %d acquire calls between a release and its grant, want 0", best)
+	t.Logf("script calls from a release to its grant, in 3 rounds with %d local waiters: %v", n, all)
+	if best > 1 {
+		t.Errorf("at best %d script calls from a release to its grant, want the release alone", best)
 	}
 }
 

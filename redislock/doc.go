@@ -44,8 +44,10 @@
 //
 // # Keys
 //
-// The lock "orders/42" is the hash golocker:{orders/42} = {owner, token},
-// which expires with the lease; its fencing counter is
+// The lock "orders/42" is the hash golocker:{orders/42} = {owner, token,
+// last, inbox, queued}, which expires with the lease (last is the highest
+// fencing token reserved for the holder's Driver, inbox its channel, queued
+// set once another Driver's waiter was reported to it: see Passing); its fencing counter is
 // golocker:{orders/42}:fence; its waiters are the list
 // golocker:{orders/42}:queue (oldest first) and the hash
 // golocker:{orders/42}:waiters (each one's deadline, lease and inbox),
@@ -72,7 +74,8 @@
 //   - Fencing: tokens from the per-name counter, strictly increasing.
 //   - Notify and FIFO: waiters queue in Redis, and a release hands the
 //     lock to the oldest one and tells its Driver by pub/sub, in every
-//     process alike.
+//     process alike; a Driver passes the lock to its own next waiter in
+//     the same order (see Passing).
 //   - Expiry: a lease not renewed expires on the server.
 //   - Inspect: Holds SCANs every master; ForceRelease frees the lock and
 //     hands it on.
@@ -108,6 +111,38 @@
 // before Lock returns, passing the lock on if it was handed to it
 // meanwhile. A Driver has one subscription, whatever the number of names
 // it waits for; if its SUBSCRIBE fails, its waiters poll with backoff.
+//
+// # Passing
+//
+// When a hold of a Driver ends and the next waiter is the same Driver's,
+// the lock is passed to it without a call to Redis: the hand-off costs a
+// goroutine's wake-up instead of a round trip. Redis keeps the hold that
+// began the run (its owner, its lease, which each hold of the run renews
+// as that owner) and Holds reports the hold of the moment. The Driver's
+// waiters that arrive while it holds the lock wait in the process, with no
+// call either, unless another process's waiter is queued. Each passed hold
+// takes the next of a block of fencing tokens that the grant reserved (64,
+// topped up by a script call before they run out), so tokens still
+// strictly increase across every hold and process; with a Driver that
+// waits, consecutive grants from Redis skip the unused part of a block.
+//
+// The order stays first come, first served across processes, within the
+// delivery of one message: the script that queues another process's
+// waiter behind the run tells the holder's Driver (on its inbox), which
+// passes no more, and its own waiters queue in Redis behind that waiter.
+// A waiter that queued less than a message's delivery before a local one
+// arrived may be served after it. A run also ends, releasing in Redis,
+// when the lease was last set in Redis over a tenth of the TTL ago (a run
+// never outlives a hold's lease), or between holds with different TTLs.
+//
+// The cost: a release that passes the lock makes no owner check in Redis.
+// If the run's hold was deleted or forced off by another process in the
+// last tenth of a TTL, that Unlock returns nil rather than ErrLost, and
+// the next hold finds the loss at its renewal or release (when the run's
+// lease would have been renewed, so no later than its predecessor would
+// have); its token is below the next owner's, so a fenced resource refuses
+// it. A ForceRelease through the same Driver ends the run at once. With
+// WithWaitReplicas nothing is passed.
 //
 // # Topologies
 //

@@ -35,6 +35,9 @@ func (d *Driver) Holds(ctx context.Context, prefix string) ([]backend.Hold, erro
 	if err != nil {
 		return nil, storeErr(err)
 	}
+	for i := range out {
+		d.current(&out[i])
+	}
 	slices.SortFunc(out, func(a, b backend.Hold) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }
@@ -134,19 +137,23 @@ func (d *Driver) ForceRelease(ctx context.Context, name string) error {
 	if n == 0 {
 		return backend.ErrNotHeld
 	}
+	d.forcedOff(name)
 	return nil
 }
 
 // Waiters implements backend.QueueInspector: how many owners, in every
-// process, are in name's queue in Redis with a place that has not lapsed.
-// A waiter is counted from its first call that finds the lock held.
+// process, are in name's queue in Redis with a place that has not lapsed,
+// and how many of the Driver's own wait in the process only while it holds
+// the lock (pass.go). A waiter is counted from its first call that finds
+// the lock held, or from its arrival when it waits in the process.
 func (d *Driver) Waiters(ctx context.Context, name string) (int, error) {
 	if err := validName(name); err != nil {
 		return 0, err
 	}
-	n, err := waitersScript.Run(ctx, d.client, scriptKeys(d.keys.lock(name)), d.movingOwners(name)...).Int()
+	local, passed := d.localWaiters(name)
+	n, err := waitersScript.Run(ctx, d.client, scriptKeys(d.keys.lock(name)), passed...).Int()
 	if err != nil {
 		return 0, storeErr(err)
 	}
-	return n, nil
+	return n + local, nil
 }

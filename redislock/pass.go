@@ -2,127 +2,308 @@ package redislock
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/golocker/locker/backend"
 )
 
-// Passing. When a hold of a Driver ends and the next waiter in the lock's
-// queue is a waiter of the same Driver, the lock goes to it without being
-// freed: the releasing goroutine gives it a lease at once, and then runs
-// transfer.lua, which makes Redis agree (the waiter becomes the owner, its
-// lease starts again, it leaves the queue). The hand-off then costs no
-// round trip: the next holder starts while the transfer is on its way.
+// Passing. A Driver that holds a lock and has waiters of its own for it
+// passes the lock from one of its holds to the next without a call to
+// Redis: the releasing goroutine gives the oldest local waiter a lease at
+// once. Redis still has the hold that began the run (a chain): its owner,
+// its lease, which every hold of the chain renews, and its reserved
+// fencing tokens. The chain ends, and the lock is released in Redis, when
+// the next waiter may not be passed the lock; the Driver's waiters that
+// waited only in the process are then put at the front of the queue in
+// Redis, in their order, by the same script.
+//
+// A waiter of the Driver waits in the process only (a local waiter), with
+// no place in Redis and no call, when it arrives while the Driver holds
+// the lock in a chain that may pass it on, and every other waiter of the
+// Driver for the name may be passed the lock too. Otherwise it queues in
+// Redis as usual; its calls tell it whether only the Driver's own waiters
+// are ahead of it there (mine), and only then may it be passed the lock.
 //
 // What keeps it as safe and as fair as a release:
 //
-//   - Tokens. The grant that a hand-off makes to a waiter with an inbox
-//     reserves BLOCK tokens (scripts/queue.lua), and each transfer reserves
-//     more when few are left. A passed hold takes the next reserved token:
-//     above its predecessor's, below any token granted after the lock
-//     leaves the Driver, since nothing else takes tokens while it is held.
-//   - Order. A waiter is passed the lock only if its last call to Redis
-//     found only this Driver's waiters ahead of it in the queue (mine), and
-//     only the Driver's oldest waiter for the name is: a waiter of another
-//     process that arrived earlier is never overtaken, and one that arrived
-//     later is behind it in Redis too.
-//   - The lease. The passed hold's Start is when its predecessor's lease
-//     was last set in Redis, so package locker never counts on more than
-//     Redis gives. The lock is passed only while that is recent (less than
-//     a tenth of the TTL ago) and only between holds with the same TTL; a
-//     hold that came by a pass passes on only after its transfer returned.
-//   - Failure. If the predecessor no longer held the lock (forced off,
-//     expired), the transfer changes nothing: the predecessor's Release
-//     reports ErrLost, and the passed hold finds itself lost at its next
-//     renewal or its release, no later than its predecessor would have.
-//     Its token is below that of whoever holds the lock, so a fenced
-//     resource refuses it.
+//   - Tokens. A grant to a waiter whose Driver listens on an inbox
+//     reserves BLOCK tokens (scripts/queue.lua), and the Driver reserves
+//     more before they run out (reserve.lua). A passed hold takes the next
+//     reserved token: above its predecessor's, below any token granted
+//     after the chain, since nothing else takes tokens while it lasts.
+//   - Order. Only the Driver's oldest waiter is passed the lock, and only
+//     when no other process's waiter may be ahead of it: a waiter queued
+//     in Redis with only the Driver's waiters ahead, or a local waiter that
+//     arrived before any other process's waiter queued. The script that
+//     queues another process's waiter behind a chain tells the chain's
+//     Driver (a "q <key>" message on its inbox, once per grant), which
+//     then passes no more: that waiter is served next. One that queued
+//     less than a message's delivery before a local waiter arrived may be
+//     served after it.
+//   - The lease. A passed hold's Start is when the chain's lease was last
+//     set in Redis (its grant or last renewal), so package locker never
+//     counts on more than Redis gives. The lock is passed only while that
+//     is recent (less than a tenth of the TTL ago), and only between holds
+//     with the same TTL.
+//   - Failure. Every hold of a chain renews, and releases, as the chain's
+//     owner, owner-checked. If the chain's hold in Redis is gone (forced
+//     off, expired), a hold that was passed it finds itself lost at its
+//     next renewal, when its predecessor would have; its token is below
+//     that of whoever holds the lock since, so a fenced resource refuses
+//     it. A local waiter of a chain that is found lost, or has not been
+//     renewed for a TTL, queues in Redis.
 //
 // With WithWaitReplicas, nothing is passed: each grant is confirmed on
 // the replicas.
 
-// passBlock is how many tokens a transfer reserves when fewer are left.
-// scripts/queue.lua's BLOCK is the same for a hand-off.
-const passBlock = 16
+// passBlock is how many tokens reserve.lua adds, when fewer than half of
+// it are left; scripts/queue.lua's BLOCK is the same.
+const passBlock = 64
 
 // passFresh: the lock is passed only while its lease in Redis was set less
 // than TTL/passFresh ago.
 const passFresh = 10
 
-// pass gives the lock that l holds to the Driver's oldest waiter for the
-// same name, when it may (see above), and returns the lease it gave; nil
-// when it did not.
-func (d *Driver) pass(l *lease) *lease {
-	if d.opts.waitReplicas > 0 {
-		return nil
-	}
-	l.mu.Lock()
-	next, last, setAt := l.next, l.last, l.setAt
-	l.mu.Unlock()
-	if next == 0 || next > last || time.Since(setAt) >= l.ttl/passFresh {
-		return nil
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.isClosed() {
-		return nil
-	}
-	q := d.queues[l.name]
-	if len(q) == 0 || !q[0].mine || q[0].ttl != l.ttl {
-		return nil
-	}
-	w := q[0]
-	d.unregisterLocked(w)
-	to := &lease{
-		d: d, name: l.name, key: l.key, owner: w.owner, ttl: l.ttl,
-		token: next, start: setAt, moved: make(chan struct{}),
-		setAt: setAt, last: last, // no next: it may pass on once moved
-	}
-	d.moving[to] = struct{}{}
-	w.pass <- to // capacity 1, and w is passed the lock only once
-	return to
+// chain is a run of holds of one Driver on one name under one hold in
+// Redis.
+type chain struct {
+	name   string
+	key    string
+	owner  string // the owner that Redis has: the first hold's
+	ttl    time.Duration
+	listen bool // granted with the Driver's inbox: told when another Driver's waiter queues
+
+	// Guarded by the Driver's mu.
+	cur       *lease    // the hold now; nil once the chain ended
+	next      uint64    // the next reserved token
+	last      uint64    // the last reserved token
+	setAt     time.Time // when the lease in Redis was last set (send time)
+	remote    bool      // another Driver's waiter is queued
+	lost      bool      // a renewal found the hold in Redis gone
+	reserving bool      // a reserve.lua call is on its way
+	passed    []any     // owners passed the lock that had a place in Redis
 }
 
-// transfer runs transfer.lua for a lock that from passed to to, and then
-// lets to renew, release or pass on. It returns from's release: nil, or
-// ErrLost when from no longer held the lock, in which case Redis did not
-// change and to's hold is not in Redis either.
-func (d *Driver) transfer(ctx context.Context, from, to *lease) error {
-	sent := time.Now()
-	res, err := transferScript.Run(ctx, d.client, scriptKeys(from.key),
-		from.owner, to.owner, to.token, ms(to.ttl), passBlock).Int64Slice()
-	moved := err == nil && len(res) == 3 && res[0] == 1
-	if moved {
-		to.mu.Lock()
-		to.next, to.last, to.setAt = uint64(res[1]), uint64(res[2]), sent
-		to.mu.Unlock()
+// startChain makes l the first hold of a chain. listen tells whether the
+// grant carried the Driver's inbox.
+func (d *Driver) startChain(l *lease, last uint64, listen bool) {
+	c := &chain{
+		name: l.name, key: l.key, owner: l.owner, ttl: l.ttl, listen: listen,
+		cur: l, next: l.token + 1, last: max(last, l.token), setAt: l.start,
 	}
+	l.c = c
 	d.mu.Lock()
-	delete(d.moving, to)
+	d.chains[c.name] = c
 	d.mu.Unlock()
-	close(to.moved)
-	switch {
-	case err != nil:
-		return storeErr(err)
-	case len(res) != 3:
-		return fmt.Errorf("%w from the transfer script: %v", errReply, res)
-	case !moved:
-		return backend.ErrLost
-	}
-	return nil
 }
 
-// movingOwners returns the owners of name's passed leases whose transfer
-// has not returned: Waiters does not count them.
-func (d *Driver) movingOwners(name string) []any {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	var owners []any
-	for l := range d.moving {
-		if l.name == name {
-			owners = append(owners, l.owner)
+// passableLocked returns the waiter that c's hold may pass the lock to, or
+// nil. d.mu is held.
+func (d *Driver) passableLocked(c *chain) *waiter {
+	if d.opts.waitReplicas > 0 || d.isClosed() || c.lost || c.remote || c.next > c.last ||
+		time.Since(c.setAt) >= c.ttl/passFresh {
+		return nil
+	}
+	q := d.queues[c.name]
+	if len(q) == 0 || !q[0].mine || q[0].ttl != c.ttl {
+		return nil
+	}
+	return q[0]
+}
+
+// mayWaitLocallyLocked tells whether a waiter for r may wait in the
+// process only: the Driver holds the lock in a chain that listens and may
+// pass it on, and every other waiter of the Driver for the name may be
+// passed it. d.mu is held.
+func (d *Driver) mayWaitLocallyLocked(r backend.Request) bool {
+	c := d.chains[r.Name]
+	if c == nil || c.cur == nil || !c.listen || d.opts.waitReplicas > 0 || c.lost || c.remote ||
+		c.ttl != r.TTL || time.Since(c.setAt) >= c.ttl/passFresh {
+		return false
+	}
+	for _, w := range d.queues[r.Name] {
+		if !w.mine {
+			return false
 		}
 	}
-	return owners
+	return true
+}
+
+// releaseChain ends l's hold: it passes the lock to the next waiter of the
+// Driver when it may, or else ends the chain, releasing it in Redis.
+func (d *Driver) releaseChain(ctx context.Context, l *lease) error {
+	c := l.c
+	d.mu.Lock()
+	if c.cur != l {
+		d.mu.Unlock()
+		return backend.ErrLost
+	}
+	if w := d.passableLocked(c); w != nil {
+		to := &lease{d: d, c: c, name: c.name, key: c.key, owner: w.owner, ttl: c.ttl, token: c.next, start: c.setAt}
+		c.next++
+		c.cur = to
+		if !w.local {
+			c.passed = append(c.passed, w.owner)
+		}
+		d.unregisterLocked(w)
+		w.pass <- to // capacity 1, and w is passed the lock once
+		reserve := !c.reserving && c.next+passBlock/2 > c.last
+		if reserve {
+			c.reserving = true
+			d.background.Add(1)
+		}
+		d.mu.Unlock()
+		if reserve {
+			go d.reserve(c)
+		}
+		return nil
+	}
+	c.cur = nil
+	if d.chains[c.name] == c {
+		delete(d.chains, c.name)
+	}
+	// The local waiters go to the front of the queue in Redis, in order.
+	var locals []*waiter
+	var placing chan struct{}
+	for _, w := range d.queues[c.name] {
+		if w.local {
+			if placing == nil {
+				placing = make(chan struct{})
+				defer close(placing)
+			}
+			w.local, w.mine, w.placing = false, true, placing
+			locals = append(locals, w)
+		}
+	}
+	args := append([]any{c.owner, "0", len(c.passed)}, c.passed...)
+	for _, w := range locals {
+		args = append(args, w.owner, ms(w.ttl), ms(placeWindow(w.ttl)), d.inboxName)
+	}
+	d.mu.Unlock()
+	sent := time.Now()
+	n, err := queueReleaseScript.Run(ctx, d.client, scriptKeys(c.key), args...).Int64()
+	for _, w := range locals {
+		// Without an error they have their places (their first call can
+		// wait a refresh); with one, they call at once.
+		w.queued(placement{ok: err == nil, sent: sent})
+	}
+	if err != nil {
+		return storeErr(err)
+	}
+	return ownerReply(n)
+}
+
+// reserve adds passBlock tokens to c's, if c's hold in Redis is still the
+// chain's, and takes the waiters passed the lock so far out of the queue.
+func (d *Driver) reserve(c *chain) {
+	defer d.background.Done()
+	d.mu.Lock()
+	last := c.last
+	drops := c.passed
+	d.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
+	args := append([]any{c.owner, last, passBlock}, drops...)
+	top, err := reserveScript.Run(ctx, d.client, scriptKeys(c.key), args...).Int64()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	c.reserving = false
+	if err == nil {
+		// Their places are gone.
+		c.passed = c.passed[len(drops):]
+	}
+	if err == nil && top > 0 && c.last == last {
+		c.last = uint64(top)
+	}
+}
+
+// renewed records a renewal of c's lease in Redis sent at sent: ok, or
+// found gone.
+func (d *Driver) renewed(c *chain, sent time.Time, ok bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !ok {
+		d.chainLostLocked(c)
+		return
+	}
+	if sent.After(c.setAt) {
+		c.setAt = sent
+	}
+}
+
+// chainLostLocked records that c's hold in Redis is gone: it passes no
+// more, and the local waiters of its name, if it is the Driver's chain for
+// the name, queue in Redis at once. d.mu is held.
+func (d *Driver) chainLostLocked(c *chain) {
+	c.lost = true
+	if d.chains[c.name] != c {
+		return
+	}
+	for _, w := range d.queues[c.name] {
+		if w.local {
+			w.local, w.mine = false, false
+			w.queued(placement{})
+		}
+	}
+}
+
+// forcedOff records that name was freed by force.
+func (d *Driver) forcedOff(name string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if c := d.chains[name]; c != nil {
+		d.chainLostLocked(c)
+	}
+}
+
+// chainAlive tells whether a local waiter for name may go on waiting in
+// the process: the Driver holds the lock in a chain not found lost and
+// renewed within its TTL.
+func (d *Driver) chainAlive(name string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	c := d.chains[name]
+	return c != nil && c.cur != nil && !c.lost && time.Since(c.setAt) < c.ttl
+}
+
+// onQueued records that another Driver's waiter queued behind the chain of
+// the lock key.
+func (d *Driver) onQueued(key string) {
+	name, ok := d.keys.name(key)
+	if !ok {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if c := d.chains[name]; c != nil {
+		c.remote = true
+	}
+}
+
+// localWaiters counts name's waiters that wait in the process only, and
+// returns the owners that were passed the lock while they had a place in
+// Redis: Waiters counts the first, not the second.
+func (d *Driver) localWaiters(name string) (n int, passed []any) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, w := range d.queues[name] {
+		if w.local {
+			n++
+		}
+	}
+	if c := d.chains[name]; c != nil {
+		passed = append(passed, c.passed...)
+	}
+	return n, passed
+}
+
+// current replaces the owner and token of a hold that Redis has for a
+// chain of the Driver by those of the chain's hold now: Redis has the
+// chain's first hold.
+func (d *Driver) current(h *backend.Hold) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if c := d.chains[h.Name]; c != nil && c.cur != nil && c.owner == h.Owner {
+		h.Owner, h.Token = c.cur.owner, c.cur.token
+	}
 }

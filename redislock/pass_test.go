@@ -33,9 +33,10 @@ func holdOf(t *testing.T, ctx context.Context, c *locker.Client, name string) ui
 // release after that passes it to the next local waiter without freeing
 // it, which shows in the tokens: one more each time (the hand-off reserved
 // them), where a release and a new grant would skip the reserved ones.
-// Redis comes to agree with each pass, and Waiters counts the waiters
-// left, also before it does. The last release frees the lock, and the
-// next grant's token is above every passed one.
+// Holds reports each passed hold, and Waiters the waiters left (not those
+// passed the lock, whose places in Redis stay until the chain ends). The
+// last release frees the lock, and the next grant's token is above every
+// passed one.
 func TestALocalWaiterIsPassedTheLock(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t, time.Minute)
@@ -87,9 +88,9 @@ func TestALocalWaiterIsPassedTheLock(t *testing.T) {
 		}).Waiters(ctx, name); err != nil || k != n-1-i {
 			t.Errorf("after grant %d: Waiters = %d, %v; want %d", i, k, err, n-1-i)
 		}
-		eventually(t, 10*time.Second, fmt.Sprintf("Redis has token %d", tok), func() bool {
-			return holdOf(t, ctx, c, name) == tok
-		})
+		if got := holdOf(t, ctx, c, name); got != tok {
+			t.Errorf("grant %d: Holds has token %d, the holder %d", i, got, tok)
+		}
 		if err := m.Unlock(ctx); err != nil {
 			t.Errorf("grant %d: Unlock: %v", i, err)
 		}
@@ -110,7 +111,8 @@ func TestALocalWaiterIsPassedTheLock(t *testing.T) {
 }
 
 // TestAPassDoesNotOvertakeAnotherProcess: a local waiter that began to
-// wait after another process's waiter is not passed the lock ahead of it.
+// wait after another process's waiter, once the holder's Driver was told
+// of it, is not passed the lock ahead of it.
 func TestAPassDoesNotOvertakeAnotherProcess(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t, time.Minute)
@@ -118,24 +120,15 @@ func TestAPassDoesNotOvertakeAnotherProcess(t *testing.T) {
 	name := "pass/" + t.Name()
 	c := openClient(t, url, locker.WithTTL(time.Minute))
 	remote := openClient(t, url, locker.WithTTL(time.Minute))
-	// A hand-off, so that the holder has tokens to pass.
-	first := remote.NewMutex(name)
-	if err := first.Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	holder := c.NewMutex(name)
-	holderGot := lockAsync(ctx, holder)
-	awaitWaiters(t, ctx, c, name, 1)
-	if err := first.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := awaitLock(t, holderGot, "holder"); err != nil {
-		t.Fatal(err)
-	}
+	holder, held := handedOff(t, ctx, c, remote, name)
 
 	r := remote.NewMutex(name)
 	rGot := lockAsync(ctx, r)
 	awaitWaiters(t, ctx, c, name, 1)
+	d := c.Driver().(*redislock.Driver)
+	eventually(t, 10*time.Second, "the holder's Driver is told of the other process's waiter", func() bool {
+		return redislock.RemoteQueued(d, name)
+	})
 	local := c.NewMutex(name)
 	localGot := lockAsync(ctx, local)
 	awaitWaiters(t, ctx, c, name, 2)
@@ -150,8 +143,8 @@ func TestAPassDoesNotOvertakeAnotherProcess(t *testing.T) {
 		t.Fatalf("the local waiter got the lock (%v) while the other process's waiter, ahead of it, holds it", err)
 	default:
 	}
-	if r.Token() <= holder.Token() {
-		t.Errorf("token %d after %d", r.Token(), holder.Token())
+	if r.Token() <= held {
+		t.Errorf("token %d after %d", r.Token(), held)
 	}
 	if err := r.Unlock(ctx); err != nil {
 		t.Fatal(err)
@@ -167,12 +160,11 @@ func TestAPassDoesNotOvertakeAnotherProcess(t *testing.T) {
 	}
 }
 
-// TestAPassOfALostLockIsLost: the holder's keys are deleted behind its
-// back (the lock and its queue) while a local waiter waits. The release
-// passes the lock, but the transfer finds it gone: the release reports
-// ErrLost, the passed hold is not in Redis, another owner takes the lock
-// with a higher token, and the passed hold's Unlock reports ErrLost
-// without touching the new owner's lock.
+// TestAPassOfALostLockIsLost: the holder's key is deleted behind its back
+// while a waiter of its Driver waits in the process. The release, which
+// does not call Redis, passes the lock; the passed hold's token is below
+// that of the next owner, who finds the lock free, and its Unlock reports
+// ErrLost without touching the next owner's lock.
 func TestAPassOfALostLockIsLost(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t, time.Minute)
@@ -181,32 +173,16 @@ func TestAPassOfALostLockIsLost(t *testing.T) {
 	name := "pass/" + t.Name()
 	c := openClient(t, url, locker.WithTTL(time.Minute))
 	other := openClient(t, url, locker.WithTTL(time.Minute))
-	first := other.NewMutex(name)
-	if err := first.Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	holder := c.NewMutex(name)
-	holderGot := lockAsync(ctx, holder)
-	awaitWaiters(t, ctx, c, name, 1)
-	if err := first.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := awaitLock(t, holderGot, "holder"); err != nil {
-		t.Fatal(err)
-	}
-	held := holder.Token()
+	holder, held := handedOff(t, ctx, c, other, name)
 	waiter := c.NewMutex(name)
 	waiterGot := lockAsync(ctx, waiter)
-	awaitWaiters(t, ctx, c, name, 1)
+	awaitLocalWaiters(t, c, name, 1)
 
-	key := c.Driver().(*redislock.Driver).Key(name)
-	for _, k := range []string{key, key + ":queue", key + ":waiters"} {
-		if err := del(ctx, srv, k); err != nil {
-			t.Fatalf("DEL %s: %v", k, err)
-		}
+	if err := del(ctx, srv, c.Driver().(*redislock.Driver).Key(name)); err != nil {
+		t.Fatal(err)
 	}
-	if err := holder.Unlock(ctx); !errors.Is(err, locker.ErrLost) {
-		t.Errorf("the holder's Unlock after its key was deleted = %v, want ErrLost", err)
+	if err := holder.Unlock(ctx); err != nil {
+		t.Errorf("the holder's Unlock, passing the lock = %v", err)
 	}
 	if err := awaitLock(t, waiterGot, "waiter"); err != nil {
 		t.Fatal(err)
@@ -216,7 +192,7 @@ func TestAPassOfALostLockIsLost(t *testing.T) {
 	}
 	next := other.NewMutex(name)
 	if ok, err := next.TryLock(ctx); !ok || err != nil {
-		t.Fatalf("TryLock while only the failed pass holds it = %v, %v", ok, err)
+		t.Fatalf("TryLock while only the passed hold has it = %v, %v", ok, err)
 	}
 	if next.Token() <= waiter.Token() {
 		t.Errorf("the new owner's token %d is not above the passed one %d", next.Token(), waiter.Token())
@@ -227,6 +203,75 @@ func TestAPassOfALostLockIsLost(t *testing.T) {
 	if err := next.Unlock(ctx); err != nil {
 		t.Errorf("the new owner's Unlock = %v", err)
 	}
+}
+
+// TestLocalWaitersOfALostChainQueue: the holder's key is deleted behind
+// its back; its next renewal finds it gone, and its Driver's waiter that
+// waited in the process queues in Redis and takes the free lock, while
+// the old holder, which has not unlocked, is told it lost its hold.
+func TestLocalWaitersOfALostChainQueue(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, time.Minute)
+	srv := standalone.Get(t)
+	url := standaloneURL(t)
+	name := "pass/" + t.Name()
+	const ttl = 900 * time.Millisecond
+	c := openClient(t, url, locker.WithTTL(ttl))
+	other := openClient(t, url, locker.WithTTL(ttl))
+	holder, held := handedOff(t, ctx, c, other, name)
+	waiter := c.NewMutex(name)
+	waiterGot := lockAsync(ctx, waiter)
+	awaitLocalWaiters(t, c, name, 1)
+	if err := del(ctx, srv, c.Driver().(*redislock.Driver).Key(name)); err != nil {
+		t.Fatal(err)
+	}
+	if err := awaitLock(t, waiterGot, "waiter"); err != nil {
+		t.Fatal(err)
+	}
+	if waiter.Token() <= held {
+		t.Errorf("the waiter's token %d is not above the lost hold's %d", waiter.Token(), held)
+	}
+	select {
+	case <-holder.Lost():
+	case <-time.After(5 * time.Second):
+		t.Error("the old holder was not told it lost its hold")
+	}
+	if err := holder.Unlock(ctx); !errors.Is(err, locker.ErrLost) {
+		t.Errorf("the old holder's Unlock = %v, want ErrLost", err)
+	}
+	if err := waiter.Unlock(ctx); err != nil {
+		t.Errorf("the waiter's Unlock = %v", err)
+	}
+}
+
+// handedOff returns a handle of c that holds name by a hand-off from a
+// holder of other (so that its Driver has tokens to pass), and its token.
+func handedOff(t *testing.T, ctx context.Context, c, other *locker.Client, name string) (*locker.Mutex, uint64) {
+	t.Helper()
+	first := other.NewMutex(name)
+	if err := first.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m := c.NewMutex(name)
+	got := lockAsync(ctx, m)
+	awaitWaiters(t, ctx, c, name, 1)
+	if err := first.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := awaitLock(t, got, "hand-off"); err != nil {
+		t.Fatal(err)
+	}
+	return m, m.Token()
+}
+
+// awaitLocalWaiters waits until n of c's waiters for name wait in the
+// process only.
+func awaitLocalWaiters(t *testing.T, c *locker.Client, name string, n int) {
+	t.Helper()
+	d := c.Driver().(*redislock.Driver)
+	eventually(t, 10*time.Second, fmt.Sprintf("%d local waiter(s)", n), func() bool {
+		return redislock.LocalWaiters(d, name) == n
+	})
 }
 
 // TestPassesRaceCancelledWaiters: 8 handles of one Driver take turns, some

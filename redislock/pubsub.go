@@ -137,8 +137,13 @@ func (d *Driver) listen(b *inbox, msgs <-chan any) {
 }
 
 // onGrant passes a grant, "<token> <owner>" or "<token>-<last> <owner>",
-// to the waiter it names, if it still waits.
+// to the waiter it names, if it still waits; "q <key>" says that another
+// Driver's waiter queued behind the Driver's hold of key (pass.go).
 func (d *Driver) onGrant(payload string) {
+	if key, ok := strings.CutPrefix(payload, "q "); ok {
+		d.onQueued(key)
+		return
+	}
 	tok, owner, _ := strings.Cut(payload, " ")
 	first, end, ranged := strings.Cut(tok, "-")
 	token, err := strconv.ParseUint(first, 10, 64)

@@ -35,13 +35,14 @@ type Driver struct {
 	closeOnce sync.Once
 	closeErr  error
 
-	waiting   sync.WaitGroup // waits in the queue, and their leaving calls
-	inboxName string         // the channel of grants to this Driver's waiters
+	waiting    sync.WaitGroup // waits in the queue, and their leaving calls
+	background sync.WaitGroup // reserve.lua calls
+	inboxName  string         // the channel of grants to this Driver's waiters
 
 	mu      sync.Mutex
 	waiters map[string]*waiter   // by owner
 	queues  map[string][]*waiter // by name, in the order they began to wait
-	moving  map[*lease]struct{}  // passed leases whose transfer has not returned
+	chains  map[string]*chain    // by name: the Driver's holds that it may pass on (pass.go)
 	inbox   *inbox               // subscribed when a waiter first needs it
 }
 
@@ -93,7 +94,7 @@ func newDriver(client redis.UniversalClient, o options, own bool) *Driver {
 		inboxName: inboxChannel(o.keyPrefix),
 		waiters:   make(map[string]*waiter),
 		queues:    make(map[string][]*waiter),
-		moving:    make(map[*lease]struct{}),
+		chains:    make(map[string]*chain),
 	}
 }
 
@@ -128,6 +129,7 @@ func (d *Driver) Close() error {
 		b := d.inbox
 		d.mu.Unlock()
 		d.waiting.Wait()
+		d.background.Wait()
 		if b != nil {
 			b.stop()
 		}
@@ -169,6 +171,7 @@ func (d *Driver) Acquire(ctx context.Context, r backend.Request) (backend.Lease,
 		if t.l == nil {
 			return nil, backend.ErrHeld
 		}
+		d.startChain(t.l, t.last, false)
 		return t.l, nil
 	}
 	return d.wait(ctx, r)
@@ -211,8 +214,8 @@ func (d *Driver) try(ctx context.Context, r backend.Request, queue bool, inbox s
 	if a.status == 0 {
 		return tried{left: pttl(a.n), mine: a.m == 1}, nil
 	}
-	l.granted(uint64(a.n), uint64(max(a.m, 0)), l.start)
-	return tried{l: l, already: a.status == 2}, nil
+	l.token = uint64(a.n)
+	return tried{l: l, already: a.status == 2, last: uint64(max(a.m, 0))}, nil
 }
 
 // tried is what one try found: a lease, or how long the holder's lease
@@ -220,6 +223,7 @@ func (d *Driver) try(ctx context.Context, r backend.Request, queue bool, inbox s
 type tried struct {
 	l       *lease
 	already bool
+	last    uint64 // the last token reserved with the grant
 	left    time.Duration
 	mine    bool
 }

@@ -23,8 +23,8 @@ var (
 	queueReleaseLua string
 	//go:embed scripts/forcerelease.lua
 	forceReleaseLua string
-	//go:embed scripts/transfer.lua
-	transferLua string
+	//go:embed scripts/reserve.lua
+	reserveLua string
 	//go:embed scripts/waiters.lua
 	waitersLua string
 	//go:embed scripts/acquire.lua
@@ -37,7 +37,7 @@ var (
 	queueAcquireScript = redis.NewScript(queueLua + queueAcquireLua)
 	queueReleaseScript = redis.NewScript(queueLua + queueReleaseLua)
 	forceReleaseScript = redis.NewScript(queueLua + forceReleaseLua)
-	transferScript     = redis.NewScript(queueLua + transferLua)
+	reserveScript      = redis.NewScript(queueLua + reserveLua)
 	waitersScript      = redis.NewScript(queueLua + waitersLua)
 	acquireScript      = redis.NewScript(acquireLua)
 	releaseScript      = redis.NewScript(releaseLua)

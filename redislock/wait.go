@@ -31,15 +31,38 @@ import (
 // queue_release.lua, which also passes the lock on if it was handed to
 // the waiter meanwhile. A waiter whose inbox is not subscribed (SUBSCRIBE
 // failed or is not confirmed) joins without one and polls with backoff.
+//
+// A waiter of a Driver that holds the lock may instead wait in the
+// process only, and a hold of the Driver passes the lock to its next
+// waiter without freeing it: pass.go.
 
 type waiter struct {
-	owner string
-	name  string
-	ttl   time.Duration
-	grant chan grant    // capacity 1: the grant published to this owner
-	pass  chan *lease   // capacity 1: the lock passed by a hold of this Driver (pass.go)
-	wake  chan struct{} // capacity 1: the lock was freed with nobody queued, or pub/sub reconnected
-	mine  bool          // only this Driver's waiters are ahead in the queue in Redis (d.mu)
+	owner  string
+	name   string
+	ttl    time.Duration
+	grant  chan grant     // capacity 1: the grant published to this owner
+	pass   chan *lease    // capacity 1: the lock passed by a hold of this Driver (pass.go)
+	placed chan placement // capacity 1: a local waiter was queued in Redis, or must queue
+	wake   chan struct{}  // capacity 1: the lock was freed with nobody queued, or pub/sub reconnected
+
+	// Guarded by the Driver's mu.
+	local   bool          // waits in the process only, with no place in Redis (pass.go)
+	placing chan struct{} // closed when the release that queues a local waiter in Redis returned
+	mine    bool          // may be passed the lock: local, or only this Driver's waiters are ahead of it in Redis
+}
+
+// placement tells a local waiter that a release queued it in Redis (ok,
+// with the time that release was sent), or that it must queue itself.
+type placement struct {
+	ok   bool
+	sent time.Time
+}
+
+func (w *waiter) queued(p placement) {
+	select {
+	case w.placed <- p:
+	default:
+	}
 }
 
 // grant is a hand-off published to a waiter: its token, and the last token
@@ -86,6 +109,7 @@ func (d *Driver) wait(ctx context.Context, r backend.Request) (backend.Lease, er
 		t, err := d.try(ctx, r, false, "")
 		switch {
 		case t.l != nil:
+			d.startChain(t.l, t.last, false)
 			return t.l, nil
 		case err != nil && !retryable(err):
 			return nil, err
@@ -96,6 +120,27 @@ func (d *Driver) wait(ctx context.Context, r backend.Request) (backend.Lease, er
 	if err != nil {
 		return nil, err
 	}
+	joined := time.Now()
+	key := d.keys.lock(r.Name)
+	// skip is whether the loop's first call can wait a refresh: the
+	// waiter already has a place in Redis.
+	skip := false
+	d.mu.Lock()
+	local := w.local
+	d.mu.Unlock()
+	if local {
+		l, p, err := d.waitLocally(ctx, w)
+		switch {
+		case err != nil:
+			return nil, d.giveUp(ctx, w, r, err)
+		case l != nil:
+			return d.granted(ctx, w, r, l, true, 0, false)
+		}
+		skip = p.ok
+		if skip {
+			joined = p.sent // a grant to it happens after
+		}
+	}
 	if !b.isReady() && !b.late.Load() {
 		// If the SUBSCRIBE is not confirmed in time, the waiter joins
 		// without the inbox and polls, and so do the next ones until it
@@ -104,44 +149,45 @@ func (d *Driver) wait(ctx context.Context, r backend.Request) (backend.Lease, er
 			return nil, d.giveUp(ctx, w, r, err)
 		}
 	}
-	key := d.keys.lock(r.Name)
 	refresh := refreshInterval(r.TTL)
 	backoff := pollMin    // polling without the inbox
 	errBackoff := pollMin // retrying after transient errors
 	// since is the send time of the last call that left the owner
 	// waiting (or, before one did, of the first call that may have queued
-	// it): a grant found later happened after it, so a lease dated from it
-	// is never dated late.
-	var since time.Time
+	// it, or the waiter's arrival when a release queued it): a grant found
+	// later happened after it, so a lease dated from it is never dated
+	// late.
+	since := joined
 	for {
 		ready := b.isReady()
 		inbox := ""
 		if ready {
 			inbox = d.inboxName
 		}
-		sent := time.Now()
-		if since.IsZero() {
-			since = sent
-		}
-		t, err := d.try(ctx, r, true, inbox)
-		if l := t.l; l != nil {
-			if t.already {
-				l.granted(l.token, l.last, since)
+		left := refresh
+		if !skip {
+			sent := time.Now()
+			t, err := d.try(ctx, r, true, inbox)
+			if l := t.l; l != nil {
+				if t.already {
+					l.start = since
+				}
+				return d.granted(ctx, w, r, l, t.already, t.last, inbox != "")
 			}
-			return d.granted(ctx, w, r, l, t.already)
-		}
-		left := t.left
-		if err != nil {
-			if ctx.Err() != nil || d.isClosed() || !retryable(err) {
-				return nil, d.giveUp(ctx, w, r, err)
+			left = t.left
+			if err != nil {
+				if ctx.Err() != nil || d.isClosed() || !retryable(err) {
+					return nil, d.giveUp(ctx, w, r, err)
+				}
+				left = errBackoff
+				errBackoff = min(2*errBackoff, maxWait)
+			} else {
+				errBackoff = pollMin
+				since = sent
+				d.setMine(w, t.mine)
 			}
-			left = errBackoff
-			errBackoff = min(2*errBackoff, maxWait)
-		} else {
-			errBackoff = pollMin
-			since = sent
-			d.setMine(w, t.mine)
 		}
+		skip = false
 
 		bound := min(left, refresh)
 		if !ready {
@@ -151,15 +197,16 @@ func (d *Driver) wait(ctx context.Context, r backend.Request) (backend.Lease, er
 			backoff = pollMin
 		}
 		timer := time.NewTimer(max(bound, minWait))
+		var err error
 		select {
 		case g := <-w.grant:
 			timer.Stop()
 			l := d.newLease(r, key)
-			l.granted(g.token, g.last, since)
-			return d.granted(ctx, w, r, l, true)
+			l.token, l.start = g.token, since
+			return d.granted(ctx, w, r, l, true, g.last, true)
 		case l := <-w.pass:
 			timer.Stop()
-			return d.granted(ctx, w, r, l, true)
+			return d.granted(ctx, w, r, l, true, 0, false)
 		case <-w.wake:
 		case <-timer.C:
 		case <-ctx.Done():
@@ -174,14 +221,57 @@ func (d *Driver) wait(ctx context.Context, r backend.Request) (backend.Lease, er
 	}
 }
 
+// waitLocally waits as a local waiter (pass.go): until the lock is passed
+// to w (l), or w is queued in Redis (p.ok: by the release that ended the
+// chain; or not, when that release failed or the chain was found gone, and
+// w must call Redis at once).
+func (d *Driver) waitLocally(ctx context.Context, w *waiter) (l *lease, p placement, err error) {
+	t := time.NewTicker(refreshInterval(w.ttl))
+	defer t.Stop()
+	for {
+		select {
+		case l := <-w.pass:
+			return l, placement{}, nil
+		case p := <-w.placed:
+			return nil, p, nil
+		case <-t.C:
+			if !d.chainAlive(w.name) && d.stopWaitingLocally(w) {
+				return nil, placement{}, nil
+			}
+		case <-ctx.Done():
+			return nil, placement{}, ctx.Err()
+		case <-d.closed:
+			return nil, placement{}, backend.ErrClosed
+		}
+	}
+}
+
+// stopWaitingLocally makes w a waiter that queues in Redis, unless a
+// release just did (its placed signal is on its way); it reports whether
+// it did.
+func (d *Driver) stopWaitingLocally(w *waiter) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !w.local {
+		return false
+	}
+	w.local, w.mine = false, false
+	return true
+}
+
 // granted ends a wait that got the lock. A grant made by another call (a
 // hand-off) is confirmed on the replicas first if WithWaitReplicas asks
-// for it.
-func (d *Driver) granted(ctx context.Context, w *waiter, r backend.Request, l *lease, handed bool) (backend.Lease, error) {
+// for it. A grant from Redis starts a chain (pass.go), with the last token
+// reserved with it; listen tells whether it carried the Driver's inbox. A
+// lease passed by a hold of the Driver is in its chain already.
+func (d *Driver) granted(ctx context.Context, w *waiter, r backend.Request, l *lease, handed bool, last uint64, listen bool) (backend.Lease, error) {
 	if handed && d.opts.waitReplicas > 0 {
 		if err := d.confirmReplicated(ctx, l, r.TTL); err != nil {
 			return nil, d.giveUp(ctx, w, r, err)
 		}
+	}
+	if l.c == nil {
+		d.startChain(l, last, listen)
 	}
 	d.leave(w)
 	return l, nil
@@ -196,12 +286,16 @@ func (d *Driver) join(r backend.Request) (*waiter, *inbox, error) {
 		return nil, nil, backend.ErrClosed
 	}
 	w := &waiter{
-		owner: r.Owner,
-		name:  r.Name,
-		ttl:   r.TTL,
-		grant: make(chan grant, 1),
-		pass:  make(chan *lease, 1),
-		wake:  make(chan struct{}, 1),
+		owner:  r.Owner,
+		name:   r.Name,
+		ttl:    r.TTL,
+		grant:  make(chan grant, 1),
+		pass:   make(chan *lease, 1),
+		placed: make(chan placement, 1),
+		wake:   make(chan struct{}, 1),
+	}
+	if d.mayWaitLocallyLocked(r) {
+		w.local, w.mine = true, true
 	}
 	d.waiters[w.owner] = w
 	d.queues[w.name] = append(d.queues[w.name], w)
@@ -251,16 +345,26 @@ func (d *Driver) leave(w *waiter) {
 // held once Acquire returns (with a ctx of its own: the caller's may have
 // ended). It returns err, or ctx's error when ctx ended.
 func (d *Driver) giveUp(ctx context.Context, w *waiter, r backend.Request, err error) error {
-	d.unregister(w)
+	d.mu.Lock()
+	d.unregisterLocked(w)
+	placing := w.placing
+	d.mu.Unlock()
 	defer d.waiting.Done()
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
 	select {
 	case l := <-w.pass:
-		// Passed the lock as it gave up: it passes it on, or frees it,
-		// once Redis has it as the holder.
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		// Passed the lock as it gave up: it passes it on, or frees it.
 		_ = l.Release(cctx)
-		cancel()
 	default:
+	}
+	if placing != nil {
+		// A release is queueing it in Redis (pass.go), and may hand it
+		// the lock: leave after that.
+		select {
+		case <-placing:
+		case <-cctx.Done():
+		}
 	}
 	d.cleanup(ctx, &lease{d: d, key: d.keys.lock(r.Name), owner: r.Owner})
 	if ctx.Err() != nil {

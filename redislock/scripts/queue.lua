@@ -2,9 +2,11 @@
 -- Driver puts it in front of queue_acquire.lua, queue_release.lua,
 -- forcerelease.lua and waiters.lua, which all take the same keys:
 --
--- KEYS[1]  the lock: a hash {owner, token, last} with the lease as its
---          expiry; last is the highest token reserved for the owner's
---          Driver (see grant)
+-- KEYS[1]  the lock: a hash {owner, token, last, inbox, queued} with the
+--          lease as its expiry; last is the highest token reserved for
+--          the owner's Driver, inbox that Driver's channel ("": none),
+--          queued set once another Driver's waiter was told to it (see
+--          grant and queue_acquire.lua)
 -- KEYS[2]  the fence counter of the name; it never expires
 -- KEYS[3]  the queue: a list of waiting owners, the oldest first
 -- KEYS[4]  the waiters: a hash of owner -> "<deadline> <lease> <inbox>";
@@ -63,20 +65,22 @@ end
 
 -- grant gives the lock to owner for lease ms, with the next k fencing
 -- tokens: the first is the hold's, the others are reserved for the holds
--- that the owner's Driver passes the lock to without freeing it
--- (transfer.lua). It returns the first and the last.
-local function grant(owner, lease, k)
+-- that the owner's Driver passes the lock to without freeing it. inbox is
+-- the owner's Driver's channel, told when another Driver's waiter queues.
+-- It returns the first token and the last.
+local function grant(owner, lease, k, inbox)
   local last = redis.call('incrby', KEYS[2], k)
   local first = last - k + 1
-  redis.call('hset', KEYS[1], 'owner', owner, 'token', first, 'last', last)
+  redis.call('hset', KEYS[1], 'owner', owner, 'token', first, 'last', last, 'inbox', inbox)
+  redis.call('hdel', KEYS[1], 'queued')
   redis.call('pexpire', KEYS[1], lease)
   return first, last
 end
 
--- BLOCK is how many tokens a hand-off reserves for a waiter whose Driver
--- listens (it has an inbox): enough for the passes of a busy lock in the
--- time a transfer takes to reserve more.
-local BLOCK = 16
+-- BLOCK is how many tokens a grant reserves for a waiter whose Driver
+-- listens (it has an inbox), and reserve.lua adds: enough for the passes
+-- of a busy lock in the time a reserve.lua call takes.
+local BLOCK = 64
 
 -- grant_reply is the {2, token, last} of a hold found in the hash. A
 -- 'last' below the token (written by an older version, or absent) is the
@@ -101,7 +105,7 @@ local function hand_off(now)
   if inbox ~= '' then
     k = BLOCK
   end
-  local first, last = grant(o, lease, k)
+  local first, last = grant(o, lease, k, inbox)
   if inbox ~= '' then
     local tok = first
     if last > first then
@@ -110,6 +114,18 @@ local function hand_off(now)
     redis.call('publish', inbox, tok .. ' ' .. o)
   end
   return true
+end
+
+-- place puts owner in the queue at the back, or renews its place there:
+-- the place lasts window ms from now unless renewed.
+local function place(owner, lease, window, inbox, now)
+  if redis.call('hexists', KEYS[4], owner) == 0 then
+    redis.call('rpush', KEYS[3], owner)
+  end
+  redis.call('hset', KEYS[4], owner, (now + window) .. ' ' .. lease .. ' ' .. inbox)
+  -- Both keys outlive every place in them, and go when nobody waits.
+  redis.call('pexpire', KEYS[3], window + 1000)
+  redis.call('pexpire', KEYS[4], window + 1000)
 end
 
 -- free lets the lock go: to the next waiter, or to nobody.

@@ -8,8 +8,9 @@
 -- ARGV[5]  the inbox of the caller's Driver, to be told of a hand-off
 --          ("": none, the caller polls)
 --
--- Returns {1, token, token} when this call granted the lock; {2, token,
--- last} when the owner already holds it (it was handed the lock while it
+-- Returns {1, token, last} when this call granted the lock, with the last
+-- token reserved for the caller's Driver (BLOCK of them when it has an
+-- inbox); {2, token, last} when the owner already holds it (it was handed the lock while it
 -- waited, or this very request ran before and a client retried it), with
 -- the last token reserved for it; {0, pttl, mine} when another owner holds
 -- it: the holder's remaining lease, -1 if the key has no expiry (set by
@@ -32,21 +33,26 @@ if not owner then
     if o then
       dequeue(o)
     end
-    return {1, grant(ARGV[1], ARGV[2], 1)}
+    local k = 1
+    if ARGV[5] ~= '' then
+      k = BLOCK
+    end
+    return {1, grant(ARGV[1], ARGV[2], k, ARGV[5])}
   end
   hand_off(nil)
 end
 local mine = 0
 if ARGV[3] == '1' then
   local now = now_ms()
-  if redis.call('hexists', KEYS[4], ARGV[1]) == 0 then
-    redis.call('rpush', KEYS[3], ARGV[1])
+  place(ARGV[1], ARGV[2], tonumber(ARGV[4]), ARGV[5], now)
+  -- The holder's Driver, if it listens and is not the caller's, learns
+  -- that another Driver's waiter queues, once per grant: it then stops
+  -- passing the lock to its own later waiters.
+  local held = redis.call('hmget', KEYS[1], 'inbox', 'queued')
+  if held[1] and held[1] ~= '' and held[1] ~= ARGV[5] and not held[2] then
+    redis.call('hset', KEYS[1], 'queued', '1')
+    redis.call('publish', held[1], 'q ' .. KEYS[1])
   end
-  local window = tonumber(ARGV[4])
-  redis.call('hset', KEYS[4], ARGV[1], (now + window) .. ' ' .. ARGV[2] .. ' ' .. ARGV[5])
-  -- Both keys outlive every place in them, and go when nobody waits.
-  redis.call('pexpire', KEYS[3], window + 1000)
-  redis.call('pexpire', KEYS[4], window + 1000)
   -- Only the first MINE_SCAN places are looked at: a waiter further back
   -- is not passed the lock.
   if ARGV[5] ~= '' then
