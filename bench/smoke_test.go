@@ -85,8 +85,14 @@ func checkMeasurement(t *testing.T, sc bench.Scenario, p bench.Params, m bench.M
 		t.Errorf("Jain's index %v, outside [1/n, 1]", j)
 	}
 	// Every library sends at least one command to acquire and one to
-	// release; the script's own commands come on top.
-	if counted && (m.Calls < 2*int64(acq) || m.AllCalls < m.Calls) {
+	// release, except between the handles of one golocker Client, whose
+	// Driver passes the lock on without one (at least the first grant and
+	// the last release are sent); the script's own commands come on top.
+	least := 2 * int64(acq)
+	if strings.HasSuffix(t.Name(), "/golocker-shared") {
+		least = 2
+	}
+	if counted && (m.Calls < least || m.AllCalls < m.Calls) {
 		t.Errorf("%d commands sent, %d counted in all, for %d acquisitions", m.Calls, m.AllCalls, acq)
 	}
 	t.Logf("%d acquisitions (%v per handle), %d commands sent (%d with the scripts'), waits p50 %v p99 %v",

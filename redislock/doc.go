@@ -127,9 +127,10 @@
 // waits, consecutive grants from Redis skip the unused part of a block.
 //
 // The order stays first come, first served across processes, within the
-// delivery of one message: the script that queues another process's
-// waiter behind the run tells the holder's Driver (on its inbox), which
-// passes no more, and its own waiters queue in Redis behind that waiter.
+// delivery of one message: a run does not begin while another process's
+// waiter is queued, and the script that queues another process's waiter
+// behind a run tells the holder's Driver (on its inbox), which passes no
+// more, and its own waiters queue in Redis behind that waiter.
 // A waiter that queued less than a message's delivery before a local one
 // arrived may be served after it. A run also ends, releasing in Redis,
 // when the lease was last set in Redis over a tenth of the TTL ago (a run

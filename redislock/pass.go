@@ -34,12 +34,14 @@ import (
 //   - Order. Only the Driver's oldest waiter is passed the lock, and only
 //     when no other process's waiter may be ahead of it: a waiter queued
 //     in Redis with only the Driver's waiters ahead, or a local waiter that
-//     arrived before any other process's waiter queued. The script that
-//     queues another process's waiter behind a chain tells the chain's
-//     Driver (a "q <key>" message on its inbox, once per grant), which
-//     then passes no more: that waiter is served next. One that queued
-//     less than a message's delivery before a local waiter arrived may be
-//     served after it.
+//     arrived before any other process's waiter queued. A grant made while
+//     another process's waiter is queued reserves no tokens, so that chain
+//     passes nothing. The script that queues another process's waiter
+//     behind a chain tells the chain's Driver (a "q <key>" message on its
+//     inbox, once per grant), which then passes no more: that waiter is
+//     served next. One that queued less than a message's delivery before a
+//     local waiter arrived may be served after it. A pub/sub reconnect,
+//     which may have lost such a message, ends every chain's passing.
 //   - The lease. A passed hold's Start is when the chain's lease was last
 //     set in Redis (its grant or last renewal), so package locker never
 //     counts on more than Redis gives. The lock is passed only while that
@@ -118,7 +120,7 @@ func (d *Driver) passableLocked(c *chain) *waiter {
 func (d *Driver) mayWaitLocallyLocked(r backend.Request) bool {
 	c := d.chains[r.Name]
 	if c == nil || c.cur == nil || !c.listen || d.opts.waitReplicas > 0 || c.lost || c.remote ||
-		c.ttl != r.TTL || time.Since(c.setAt) >= c.ttl/passFresh {
+		c.next > c.last || c.ttl != r.TTL || time.Since(c.setAt) >= c.ttl/passFresh {
 		return false
 	}
 	for _, w := range d.queues[r.Name] {

@@ -358,3 +358,55 @@ func TestPassesRaceCancelledWaiters(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestAGrantBehindAnotherProcessIsNotPassedOn: a waiter of another process
+// queued before the lock was handed to this Driver's waiter; the Driver's
+// later waiter is not passed the lock ahead of it.
+func TestAGrantBehindAnotherProcessIsNotPassedOn(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, time.Minute)
+	url := standaloneURL(t)
+	name := "pass/" + t.Name()
+	c := openClient(t, url, locker.WithTTL(time.Minute))
+	remote := openClient(t, url, locker.WithTTL(time.Minute))
+	other := openClient(t, url, locker.WithTTL(time.Minute))
+	holder := other.NewMutex(name)
+	if err := holder.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a := c.NewMutex(name)
+	aGot := lockAsync(ctx, a)
+	awaitWaiters(t, ctx, c, name, 1)
+	r := remote.NewMutex(name)
+	rGot := lockAsync(ctx, r)
+	awaitWaiters(t, ctx, c, name, 2)
+	if err := holder.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := awaitLock(t, aGot, "the Driver's first waiter"); err != nil {
+		t.Fatal(err)
+	}
+	local := c.NewMutex(name)
+	localGot := lockAsync(ctx, local)
+	awaitWaiters(t, ctx, c, name, 2)
+	if err := a.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := awaitLock(t, rGot, "the other process's waiter"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-localGot:
+		t.Fatalf("the Driver's later waiter got the lock (%v) ahead of the other process's waiter", err)
+	default:
+	}
+	if err := r.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := awaitLock(t, localGot, "the Driver's later waiter"); err != nil {
+		t.Fatal(err)
+	}
+	if err := local.Unlock(ctx); err != nil {
+		t.Error(err)
+	}
+}

@@ -166,11 +166,16 @@ func (d *Driver) onGrant(payload string) {
 	}
 }
 
-// wakeAll makes every waiter of the Driver call Redis now.
+// wakeAll makes every waiter of the Driver call Redis now, and every
+// chain pass no more (a message that another Driver's waiter queued may be
+// lost too).
 func (d *Driver) wakeAll() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, w := range d.waiters {
 		w.poke()
+	}
+	for _, c := range d.chains {
+		c.remote = true
 	}
 }

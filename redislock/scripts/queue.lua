@@ -63,16 +63,40 @@ local function dequeue(o)
   redis.call('hdel', KEYS[4], o)
 end
 
+-- foreign tells whether one of the first 64 live waiters in the queue
+-- waits through another Driver than the one whose inbox is given.
+local function foreign(inbox)
+  local now = now_ms()
+  for _, o in ipairs(redis.call('lrange', KEYS[3], 0, 63)) do
+    local deadline, _, ib = entry(redis.call('hget', KEYS[4], o))
+    if deadline and deadline >= now and ib ~= inbox then
+      return true
+    end
+  end
+  return false
+end
+
 -- grant gives the lock to owner for lease ms, with the next k fencing
 -- tokens: the first is the hold's, the others are reserved for the holds
 -- that the owner's Driver passes the lock to without freeing it. inbox is
 -- the owner's Driver's channel, told when another Driver's waiter queues.
--- It returns the first token and the last.
+-- When another Driver's waiter already waits, only one token is taken:
+-- the lock is not to be passed on before that waiter had it. It returns
+-- the first token and the last.
 local function grant(owner, lease, k, inbox)
+  local queued = false
+  if k > 1 and foreign(inbox) then
+    k = 1
+    queued = true
+  end
   local last = redis.call('incrby', KEYS[2], k)
   local first = last - k + 1
   redis.call('hset', KEYS[1], 'owner', owner, 'token', first, 'last', last, 'inbox', inbox)
-  redis.call('hdel', KEYS[1], 'queued')
+  if queued then
+    redis.call('hset', KEYS[1], 'queued', '1')
+  else
+    redis.call('hdel', KEYS[1], 'queued')
+  end
   redis.call('pexpire', KEYS[1], lease)
   return first, last
 end
