@@ -2,6 +2,7 @@ package redislock
 
 import (
 	"context"
+	"runtime"
 	"time"
 
 	"github.com/golocker/locker/backend"
@@ -158,6 +159,11 @@ func (d *Driver) releaseChain(ctx context.Context, l *lease) error {
 		if reserve {
 			go d.reserve(c)
 		}
+		// w is ready to run on this goroutine's P, but would run only
+		// once this goroutine blocks, after its whole return path; yield
+		// so that the next holder starts now (hand-off gap 0.03 → 0.01 ms
+		// in bench/).
+		runtime.Gosched()
 		return nil
 	}
 	c.cur = nil
