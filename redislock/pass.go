@@ -15,8 +15,8 @@ import (
 // its lease, which every hold of the chain renews, and its reserved
 // fencing tokens. The chain ends, and the lock is released in Redis, when
 // the next waiter may not be passed the lock; the Driver's waiters that
-// waited only in the process are then put at the front of the queue in
-// Redis, in their order, by the same script.
+// waited only in the process then join the queue in Redis at the back,
+// in their order, in the same script.
 //
 // A waiter of the Driver waits in the process only (a local waiter), with
 // no place in Redis and no call, when it arrives while the Driver holds
@@ -170,7 +170,7 @@ func (d *Driver) releaseChain(ctx context.Context, l *lease) error {
 	if d.chains[c.name] == c {
 		delete(d.chains, c.name)
 	}
-	// The local waiters go to the front of the queue in Redis, in order.
+	// The local waiters join the queue in Redis at the back, in order.
 	var locals []*waiter
 	var placing chan struct{}
 	for _, w := range d.queues[c.name] {
