@@ -100,9 +100,9 @@ func newDriver(client redis.UniversalClient, o options, own bool) *Driver {
 
 // Capabilities implements backend.Driver: fencing tokens from a per-name
 // counter, a queue of waiters in Redis that a release hands the lock to in
-// order, telling the waiter's Driver by pub/sub; leases that expire;
-// inspection. Loss is found
-// by the next renewal (no push signal).
+// order, telling the waiter's Driver by pub/sub (or that the Driver passes
+// to its own next waiter, pass.go); leases that expire; inspection. Loss
+// is found by the next renewal (no push signal).
 func (d *Driver) Capabilities() backend.Capabilities {
 	return backend.Capabilities{
 		Fencing:      true,
