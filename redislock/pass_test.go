@@ -410,3 +410,66 @@ func TestAGrantBehindAnotherProcessIsNotPassedOn(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestNoPassBetweenDifferentTTLs: the holder's lease in Redis is for its
+// own TTL, so a waiter that asked for another one gets the lock from Redis,
+// with a lease of its own, not passed.
+func TestNoPassBetweenDifferentTTLs(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, time.Minute)
+	url := standaloneURL(t)
+	name := "pass/" + t.Name()
+	c := openClient(t, url, locker.WithTTL(time.Minute))
+	other := openClient(t, url, locker.WithTTL(time.Minute))
+	holder, held := handedOff(t, ctx, c, other, name)
+	waiter := c.NewMutex(name, locker.WithTTL(2*time.Minute))
+	got := lockAsync(ctx, waiter)
+	awaitWaiters(t, ctx, c, name, 1)
+	if n := redislock.LocalWaiters(c.Driver().(*redislock.Driver), name); n != 0 {
+		t.Errorf("%d local waiters with another TTL than the holder's", n)
+	}
+	if err := holder.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := awaitLock(t, got, "waiter"); err != nil {
+		t.Fatal(err)
+	}
+	if tok := waiter.Token(); tok <= held+1 {
+		t.Errorf("token %d after %d: passed, not granted by Redis", tok, held)
+	}
+	if err := waiter.Unlock(ctx); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestCloseEndsLocalWaiters: closing the Client ends a Lock that waits in
+// the process with ErrClosed and releases the hold, so another process
+// takes the lock at once.
+func TestCloseEndsLocalWaiters(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, time.Minute)
+	url := standaloneURL(t)
+	name := "pass/" + t.Name()
+	c, err := locker.Open(ctx, url, locker.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := openClient(t, url, locker.WithTTL(time.Minute))
+	handedOff(t, ctx, c, other, name)
+	waiter := c.NewMutex(name)
+	got := lockAsync(ctx, waiter)
+	awaitLocalWaiters(t, c, name, 1)
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := awaitLock(t, got, "waiter"); !errors.Is(err, locker.ErrClosed) {
+		t.Errorf("the local waiter's Lock after Close = %v, want ErrClosed", err)
+	}
+	next := other.NewMutex(name)
+	if ok, err := next.TryLock(ctx); !ok || err != nil {
+		t.Fatalf("TryLock after Close = %v, %v", ok, err)
+	}
+	if err := next.Unlock(ctx); err != nil {
+		t.Error(err)
+	}
+}
