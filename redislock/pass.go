@@ -3,6 +3,7 @@ package redislock
 import (
 	"context"
 	"runtime"
+	"slices"
 	"time"
 
 	"github.com/golocker/locker/backend"
@@ -313,5 +314,31 @@ func (d *Driver) current(h *backend.Hold) {
 	defer d.mu.Unlock()
 	if c := d.chains[h.Name]; c != nil && c.cur != nil && c.owner == h.Owner {
 		h.Owner, h.Token = c.cur.owner, c.cur.token
+	}
+}
+
+// strayGrantLocked handles a grant published to an owner that no longer
+// waits. If a chain passed that owner the lock while it still had a place
+// in Redis, Redis handed the lock to the leftover place: the chain's hold
+// in Redis is gone (forced off or expired), so the chain is lost, and the
+// grant, which nobody would use, is released at once rather than at the
+// end of its lease. d.mu is held.
+func (d *Driver) strayGrantLocked(owner string) {
+	for _, c := range d.chains {
+		if !slices.Contains(c.passed, any(owner)) {
+			continue
+		}
+		d.chainLostLocked(c)
+		if d.isClosed() {
+			return
+		}
+		d.background.Add(1)
+		go func() {
+			defer d.background.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+			defer cancel()
+			_, _ = (&lease{d: d, key: c.key, owner: owner}).release(ctx, false)
+		}()
+		return
 	}
 }

@@ -473,3 +473,56 @@ func TestCloseEndsLocalWaiters(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestAStrayGrantIsReleased: a waiter queued in Redis is passed the lock
+// by its Driver, so its place is left in Redis for a while. Another
+// process frees the lock by force, and Redis hands it to that place. The
+// Driver releases that grant at once, so a third owner need not wait for
+// its lease, and the passed hold is told it lost the lock.
+func TestAStrayGrantIsReleased(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t, time.Minute)
+	url := standaloneURL(t)
+	name := "pass/" + t.Name()
+	c := openClient(t, url, locker.WithTTL(time.Minute))
+	other := openClient(t, url, locker.WithTTL(time.Minute))
+	holder := other.NewMutex(name)
+	if err := holder.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a, b := c.NewMutex(name), c.NewMutex(name)
+	aGot := lockAsync(ctx, a)
+	awaitWaiters(t, ctx, c, name, 1)
+	bGot := lockAsync(ctx, b)
+	awaitWaiters(t, ctx, c, name, 2)
+	if err := holder.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := awaitLock(t, aGot, "a"); err != nil {
+		t.Fatal(err)
+	}
+	tokA := a.Token()
+	if err := a.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := awaitLock(t, bGot, "b"); err != nil {
+		t.Fatal(err)
+	}
+	if b.Token() != tokA+1 {
+		t.Fatalf("b's token %d after a's %d: not passed", b.Token(), tokA)
+	}
+	if err := other.ForceRelease(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	third := other.NewMutex(name)
+	eventually(t, 10*time.Second, "a third owner takes the lock", func() bool {
+		ok, err := third.TryLock(ctx)
+		return ok && err == nil
+	})
+	if err := b.Unlock(ctx); !errors.Is(err, locker.ErrLost) {
+		t.Errorf("the passed hold's Unlock = %v, want ErrLost", err)
+	}
+	if err := third.Unlock(ctx); err != nil {
+		t.Errorf("the third owner's Unlock = %v", err)
+	}
+}

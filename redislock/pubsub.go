@@ -163,7 +163,9 @@ func (d *Driver) onGrant(payload string) {
 		case w.grant <- grant{token, last}:
 		default:
 		}
+		return
 	}
+	d.strayGrantLocked(owner)
 }
 
 // wakeAll makes every waiter of the Driver call Redis now, and every
