@@ -98,16 +98,11 @@ func TestALocalWaiterIsPassedTheLock(t *testing.T) {
 	if got := holdOf(t, ctx, c, name); got != 0 {
 		t.Errorf("held with token %d after the last release", got)
 	}
-	next := other.NewMutex(name)
-	if ok, err := next.TryLock(ctx); !ok || err != nil {
-		t.Fatalf("TryLock after the last release = %v, %v", ok, err)
-	}
+	next := takeFree(t, ctx, other, name, 0)
 	if tok := next.Token(); tok <= tokens[n-1] {
 		t.Errorf("the next grant's token %d is not above the passed ones %v", tok, tokens)
 	}
-	if err := next.Unlock(ctx); err != nil {
-		t.Error(err)
-	}
+	unlock(t, ctx, next)
 }
 
 // TestAPassDoesNotOvertakeAnotherProcess: a local waiter that began to
@@ -155,9 +150,7 @@ func TestAPassDoesNotOvertakeAnotherProcess(t *testing.T) {
 	if local.Token() <= r.Token() {
 		t.Errorf("token %d after %d", local.Token(), r.Token())
 	}
-	if err := local.Unlock(ctx); err != nil {
-		t.Error(err)
-	}
+	unlock(t, ctx, local)
 }
 
 // TestAPassOfALostLockIsLost: the holder's key is deleted behind its back
@@ -190,10 +183,7 @@ func TestAPassOfALostLockIsLost(t *testing.T) {
 	if waiter.Token() != held+1 {
 		t.Errorf("the waiter's token %d after %d: not passed", waiter.Token(), held)
 	}
-	next := other.NewMutex(name)
-	if ok, err := next.TryLock(ctx); !ok || err != nil {
-		t.Fatalf("TryLock while only the passed hold has it = %v, %v", ok, err)
-	}
+	next := takeFree(t, ctx, other, name, 0)
 	if next.Token() <= waiter.Token() {
 		t.Errorf("the new owner's token %d is not above the passed one %d", next.Token(), waiter.Token())
 	}
@@ -262,6 +252,33 @@ func handedOff(t *testing.T, ctx context.Context, c, other *locker.Client, name 
 		t.Fatal(err)
 	}
 	return m, m.Token()
+}
+
+// takeFree takes name with a handle of c by TryLock, which must succeed
+// at once, or within the given time when it is not zero, and returns it.
+func takeFree(t *testing.T, ctx context.Context, c *locker.Client, name string, within time.Duration) *locker.Mutex {
+	t.Helper()
+	m := c.NewMutex(name)
+	try := func() bool {
+		ok, err := m.TryLock(ctx)
+		return ok && err == nil
+	}
+	if within == 0 {
+		if !try() {
+			t.Fatalf("%s is not free", name)
+		}
+		return m
+	}
+	eventually(t, within, name+" is free", try)
+	return m
+}
+
+// unlock unlocks m, which must hold the lock.
+func unlock(t *testing.T, ctx context.Context, m *locker.Mutex) {
+	t.Helper()
+	if err := m.Unlock(ctx); err != nil {
+		t.Errorf("Unlock: %v", err)
+	}
 }
 
 // awaitLocalWaiters waits until n of c's waiters for name wait in the
@@ -349,14 +366,7 @@ func TestPassesRaceCancelledWaiters(t *testing.T) {
 	if acquired == 0 || cancelled == 0 {
 		t.Errorf("%d acquisitions and %d cancelled Locks: the race was not run", acquired, cancelled)
 	}
-	next := other.NewMutex(name)
-	eventually(t, 5*time.Second, "the lock is free", func() bool {
-		ok, err := next.TryLock(ctx)
-		return ok && err == nil
-	})
-	if err := next.Unlock(ctx); err != nil {
-		t.Error(err)
-	}
+	unlock(t, ctx, takeFree(t, ctx, other, name, 5*time.Second))
 }
 
 // TestAGrantBehindAnotherProcessIsNotPassedOn: a waiter of another process
@@ -406,9 +416,7 @@ func TestAGrantBehindAnotherProcessIsNotPassedOn(t *testing.T) {
 	if err := awaitLock(t, localGot, "the Driver's later waiter"); err != nil {
 		t.Fatal(err)
 	}
-	if err := local.Unlock(ctx); err != nil {
-		t.Error(err)
-	}
+	unlock(t, ctx, local)
 }
 
 // TestNoPassBetweenDifferentTTLs: the holder's lease in Redis is for its
@@ -437,9 +445,7 @@ func TestNoPassBetweenDifferentTTLs(t *testing.T) {
 	if tok := waiter.Token(); tok <= held+1 {
 		t.Errorf("token %d after %d: passed, not granted by Redis", tok, held)
 	}
-	if err := waiter.Unlock(ctx); err != nil {
-		t.Error(err)
-	}
+	unlock(t, ctx, waiter)
 }
 
 // TestCloseEndsLocalWaiters: closing the Client ends a Lock that waits in
@@ -465,13 +471,7 @@ func TestCloseEndsLocalWaiters(t *testing.T) {
 	if err := awaitLock(t, got, "waiter"); !errors.Is(err, locker.ErrClosed) {
 		t.Errorf("the local waiter's Lock after Close = %v, want ErrClosed", err)
 	}
-	next := other.NewMutex(name)
-	if ok, err := next.TryLock(ctx); !ok || err != nil {
-		t.Fatalf("TryLock after Close = %v, %v", ok, err)
-	}
-	if err := next.Unlock(ctx); err != nil {
-		t.Error(err)
-	}
+	unlock(t, ctx, takeFree(t, ctx, other, name, 0))
 }
 
 // TestAStrayGrantIsReleased: a waiter queued in Redis is passed the lock
@@ -514,11 +514,7 @@ func TestAStrayGrantIsReleased(t *testing.T) {
 	if err := other.ForceRelease(ctx, name); err != nil {
 		t.Fatal(err)
 	}
-	third := other.NewMutex(name)
-	eventually(t, 10*time.Second, "a third owner takes the lock", func() bool {
-		ok, err := third.TryLock(ctx)
-		return ok && err == nil
-	})
+	third := takeFree(t, ctx, other, name, 10*time.Second)
 	if err := b.Unlock(ctx); !errors.Is(err, locker.ErrLost) {
 		t.Errorf("the passed hold's Unlock = %v, want ErrLost", err)
 	}
