@@ -39,15 +39,11 @@ func holdOf(t *testing.T, ctx context.Context, c *locker.Client, name string) ui
 // passed one.
 func TestALocalWaiterIsPassedTheLock(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t, time.Minute)
-	url := standaloneURL(t)
-	name := "pass/" + t.Name()
-	other := openClient(t, url, locker.WithTTL(time.Minute))
+	ctx, name, c, other := passSetup(t, time.Minute)
 	holder := other.NewMutex(name)
 	if err := holder.Lock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	c := openClient(t, url, locker.WithTTL(time.Minute))
 	const n = 4
 	granted := make(chan *locker.Mutex, n)
 	var wg sync.WaitGroup
@@ -110,11 +106,7 @@ func TestALocalWaiterIsPassedTheLock(t *testing.T) {
 // of it, is not passed the lock ahead of it.
 func TestAPassDoesNotOvertakeAnotherProcess(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t, time.Minute)
-	url := standaloneURL(t)
-	name := "pass/" + t.Name()
-	c := openClient(t, url, locker.WithTTL(time.Minute))
-	remote := openClient(t, url, locker.WithTTL(time.Minute))
+	ctx, name, c, remote := passSetup(t, time.Minute)
 	holder, held := handedOff(t, ctx, c, remote, name)
 
 	r := remote.NewMutex(name)
@@ -133,11 +125,7 @@ func TestAPassDoesNotOvertakeAnotherProcess(t *testing.T) {
 	if err := awaitLock(t, rGot, "the other process's waiter"); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-localGot:
-		t.Fatalf("the local waiter got the lock (%v) while the other process's waiter, ahead of it, holds it", err)
-	default:
-	}
+	stillWaits(t, localGot, "the local waiter, while the other process's waiter ahead of it holds the lock")
 	if r.Token() <= held {
 		t.Errorf("token %d after %d", r.Token(), held)
 	}
@@ -160,12 +148,8 @@ func TestAPassDoesNotOvertakeAnotherProcess(t *testing.T) {
 // ErrLost without touching the next owner's lock.
 func TestAPassOfALostLockIsLost(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t, time.Minute)
+	ctx, name, c, other := passSetup(t, time.Minute)
 	srv := standalone.Get(t)
-	url := standaloneURL(t)
-	name := "pass/" + t.Name()
-	c := openClient(t, url, locker.WithTTL(time.Minute))
-	other := openClient(t, url, locker.WithTTL(time.Minute))
 	holder, held := handedOff(t, ctx, c, other, name)
 	waiter := c.NewMutex(name)
 	waiterGot := lockAsync(ctx, waiter)
@@ -201,13 +185,9 @@ func TestAPassOfALostLockIsLost(t *testing.T) {
 // the old holder, which has not unlocked, is told it lost its hold.
 func TestLocalWaitersOfALostChainQueue(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t, time.Minute)
-	srv := standalone.Get(t)
-	url := standaloneURL(t)
-	name := "pass/" + t.Name()
 	const ttl = 900 * time.Millisecond
-	c := openClient(t, url, locker.WithTTL(ttl))
-	other := openClient(t, url, locker.WithTTL(ttl))
+	ctx, name, c, other := passSetup(t, ttl)
+	srv := standalone.Get(t)
 	holder, held := handedOff(t, ctx, c, other, name)
 	waiter := c.NewMutex(name)
 	waiterGot := lockAsync(ctx, waiter)
@@ -254,6 +234,25 @@ func handedOff(t *testing.T, ctx context.Context, c, other *locker.Client, name 
 	return m, m.Token()
 }
 
+// passSetup starts a pass test on the standalone server: its ctx, a lock
+// name of its own, and two Clients with leases of ttl.
+func passSetup(t *testing.T, ttl time.Duration) (ctx context.Context, name string, c, other *locker.Client) {
+	t.Helper()
+	url := standaloneURL(t)
+	return testCtx(t, time.Minute), "pass/" + t.Name(),
+		openClient(t, url, locker.WithTTL(ttl)), openClient(t, url, locker.WithTTL(ttl))
+}
+
+// stillWaits fails the test if the Lock started by lockAsync has returned.
+func stillWaits(t *testing.T, got <-chan error, who string) {
+	t.Helper()
+	select {
+	case err := <-got:
+		t.Fatalf("%s got the lock (%v)", who, err)
+	default:
+	}
+}
+
 // takeFree takes name with a handle of c by TryLock, which must succeed
 // at once, or within the given time when it is not zero, and returns it.
 func takeFree(t *testing.T, ctx context.Context, c *locker.Client, name string, within time.Duration) *locker.Mutex {
@@ -297,11 +296,7 @@ func awaitLocalWaiters(t *testing.T, c *locker.Client, name string, n int) {
 // lease: a waiter that gave up as it was passed the lock passed it on.
 func TestPassesRaceCancelledWaiters(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t, 2*time.Minute)
-	url := standaloneURL(t)
-	name := "pass/" + t.Name()
-	c := openClient(t, url, locker.WithTTL(time.Minute))
-	other := openClient(t, url, locker.WithTTL(time.Minute))
+	ctx, name, c, other := passSetup(t, time.Minute)
 	// Start with a hand-off, so that there are tokens to pass.
 	first := other.NewMutex(name)
 	if err := first.Lock(ctx); err != nil {
@@ -374,12 +369,8 @@ func TestPassesRaceCancelledWaiters(t *testing.T) {
 // later waiter is not passed the lock ahead of it.
 func TestAGrantBehindAnotherProcessIsNotPassedOn(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t, time.Minute)
-	url := standaloneURL(t)
-	name := "pass/" + t.Name()
-	c := openClient(t, url, locker.WithTTL(time.Minute))
-	remote := openClient(t, url, locker.WithTTL(time.Minute))
-	other := openClient(t, url, locker.WithTTL(time.Minute))
+	ctx, name, c, remote := passSetup(t, time.Minute)
+	other := openClient(t, standaloneURL(t), locker.WithTTL(time.Minute))
 	holder := other.NewMutex(name)
 	if err := holder.Lock(ctx); err != nil {
 		t.Fatal(err)
@@ -405,11 +396,7 @@ func TestAGrantBehindAnotherProcessIsNotPassedOn(t *testing.T) {
 	if err := awaitLock(t, rGot, "the other process's waiter"); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-localGot:
-		t.Fatalf("the Driver's later waiter got the lock (%v) ahead of the other process's waiter", err)
-	default:
-	}
+	stillWaits(t, localGot, "the Driver's later waiter, while the other process's waiter ahead of it holds the lock")
 	if err := r.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -424,11 +411,7 @@ func TestAGrantBehindAnotherProcessIsNotPassedOn(t *testing.T) {
 // with a lease of its own, not passed.
 func TestNoPassBetweenDifferentTTLs(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t, time.Minute)
-	url := standaloneURL(t)
-	name := "pass/" + t.Name()
-	c := openClient(t, url, locker.WithTTL(time.Minute))
-	other := openClient(t, url, locker.WithTTL(time.Minute))
+	ctx, name, c, other := passSetup(t, time.Minute)
 	holder, held := handedOff(t, ctx, c, other, name)
 	waiter := c.NewMutex(name, locker.WithTTL(2*time.Minute))
 	got := lockAsync(ctx, waiter)
@@ -481,11 +464,7 @@ func TestCloseEndsLocalWaiters(t *testing.T) {
 // its lease, and the passed hold is told it lost the lock.
 func TestAStrayGrantIsReleased(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t, time.Minute)
-	url := standaloneURL(t)
-	name := "pass/" + t.Name()
-	c := openClient(t, url, locker.WithTTL(time.Minute))
-	other := openClient(t, url, locker.WithTTL(time.Minute))
+	ctx, name, c, other := passSetup(t, time.Minute)
 	holder := other.NewMutex(name)
 	if err := holder.Lock(ctx); err != nil {
 		t.Fatal(err)
