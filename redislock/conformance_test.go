@@ -64,6 +64,13 @@ func TestConformanceStandalone(t *testing.T) {
 	runSuite(t, "redis", url, func(ctx context.Context, key string) error { return del(ctx, srv, key) })
 }
 
+// TestConformanceBatch: with batch (bounded overtaking across Drivers)
+// every contract but FIFO, which the Driver then does not declare.
+func TestConformanceBatch(t *testing.T) {
+	srv := standalone.Get(t)
+	runSuite(t, "redis+batch", standaloneURL(t)+"?batch=4", func(ctx context.Context, key string) error { return del(ctx, srv, key) })
+}
+
 func TestConformanceCluster(t *testing.T) {
 	url := clusterURL(t)
 	c := cluster.Get(t)

@@ -33,6 +33,7 @@
 //	dial_timeout=5s, read_timeout=3s, write_timeout=3s, pool_size=N   go-redis settings
 //	wait_replicas=N            not redlock (WithWaitReplicas)
 //	wait_timeout=50ms          with wait_replicas
+//	batch=N                    not redlock, not with wait_replicas (WithBatch; default 0)
 //	sentinel_username=, sentinel_password=    redis+sentinel: the sentinels' own credentials
 //	tls_server_name=, tls_insecure_skip_verify=false, tls_ca_file=,
 //	tls_cert_file=, tls_key_file=             rediss
@@ -135,6 +136,15 @@
 // arrived may be served after it. A run also ends, releasing in Redis,
 // when the lease was last set in Redis over a tenth of the TTL ago (a run
 // never outlives a hold's lease), or between holds with different TTLs.
+//
+// batch=N (WithBatch) trades that order for throughput when several
+// processes contend for one lock: a run may go on for up to N holds while
+// another process's waiter is queued, and then ends, handing the lock to
+// the oldest waiter in Redis (the run's later waiters queue behind it).
+// Every process still gets its turn, but a waiter can wait up to N more
+// holds, and the Driver does not declare FIFO. With 32 handles over 4
+// processes and batch=16, bench/ measured 0.80 of the ideal rate against
+// 0.66 without (bench/README.md).
 //
 // The cost: a release that passes the lock makes no owner check in Redis.
 // If the run's hold was deleted or forced off by another process in the

@@ -33,6 +33,10 @@ func TestNewValidates(t *testing.T) {
 		{"nil RedLock instance", must(redislock.NewRedLock([]redis.UniversalClient{rdb, nil, rdb})), false},
 		{"wait replicas on a RedLock", must(redislock.NewRedLock(three, redislock.WithWaitReplicas(1, time.Second))), true},
 		{"zero instance timeout", must(redislock.NewRedLock(three, redislock.WithInstanceTimeout(0))), true},
+		{"negative batch", must(redislock.New(rdb, redislock.WithBatch(-1))), true},
+		{"batch over the bound", must(redislock.New(rdb, redislock.WithBatch(1001))), true},
+		{"batch with wait replicas", must(redislock.New(rdb, redislock.WithBatch(2), redislock.WithWaitReplicas(1, time.Second))), true},
+		{"batch on a RedLock", must(redislock.NewRedLock(three, redislock.WithBatch(2))), true},
 	} {
 		if tc.err == nil {
 			t.Errorf("%s: no error", tc.name)

@@ -501,3 +501,143 @@ func TestAStrayGrantIsReleased(t *testing.T) {
 		t.Errorf("the third owner's Unlock = %v", err)
 	}
 }
+
+// TestBatchPassesBeforeAnotherProcess: with batch=2, a Driver that holds
+// the lock while another process's waiter waits passes it to two of its
+// own later waiters first (they wait in the process, with no call), then
+// lets Redis hand it to that waiter, and its third waiter comes after.
+// Tokens go up all the way. Without batch,
+// TestAPassDoesNotOvertakeAnotherProcess holds.
+func TestBatchPassesBeforeAnotherProcess(t *testing.T) {
+	t.Parallel()
+	ctx, name, _, remote := passSetup(t, time.Minute)
+	c := openClient(t, standaloneURL(t)+"?batch=2", locker.WithTTL(time.Minute))
+	if c.Capabilities().FIFO || !remote.Capabilities().FIFO {
+		t.Fatalf("FIFO declared: %v with batch=2, %v without; want false, true", c.Capabilities().FIFO, remote.Capabilities().FIFO)
+	}
+	holder, held := handedOff(t, ctx, c, remote, name)
+
+	r := remote.NewMutex(name)
+	rGot := lockAsync(ctx, r)
+	awaitWaiters(t, ctx, c, name, 1)
+	d := c.Driver().(*redislock.Driver)
+	eventually(t, 10*time.Second, "the holder's Driver is told of the other process's waiter", func() bool {
+		return redislock.RemoteQueued(d, name)
+	})
+	var own [3]*locker.Mutex
+	var got [3]<-chan error
+	for i := range own {
+		own[i] = c.NewMutex(name)
+		got[i] = lockAsync(ctx, own[i])
+		awaitWaiters(t, ctx, c, name, 2+i)
+		awaitLocalWaiters(t, c, name, i+1)
+	}
+
+	prev, m := held, holder
+	for i := range 2 {
+		unlock(t, ctx, m)
+		if err := awaitLock(t, got[i], fmt.Sprintf("own waiter %d", i)); err != nil {
+			t.Fatal(err)
+		}
+		stillWaits(t, rGot, "the other process's waiter, within the batch")
+		if own[i].Token() != prev+1 {
+			t.Errorf("own waiter %d: token %d after %d, want the next one (a pass)", i, own[i].Token(), prev)
+		}
+		prev, m = own[i].Token(), own[i]
+	}
+	unlock(t, ctx, m)
+	if err := awaitLock(t, rGot, "the other process's waiter, after the batch"); err != nil {
+		t.Fatal(err)
+	}
+	stillWaits(t, got[2], "the third waiter, after the batch")
+	if r.Token() <= prev {
+		t.Errorf("token %d after %d", r.Token(), prev)
+	}
+	unlock(t, ctx, r)
+	if err := awaitLock(t, got[2], "the third waiter"); err != nil {
+		t.Fatal(err)
+	}
+	if own[2].Token() <= r.Token() {
+		t.Errorf("token %d after %d", own[2].Token(), r.Token())
+	}
+	unlock(t, ctx, own[2])
+	takeFree(t, ctx, remote, name, 0)
+}
+
+// TestBatchAfterAGrantBehindAnotherProcess: a grant made while another
+// process's waiter is queued reserves no tokens (the chain would pass
+// nothing, TestAGrantBehindAnotherProcessIsNotPassedOn). With batch=1 the
+// Driver reserves them itself before Lock returns, passes the lock once
+// to its own waiter queued in Redis behind the other process's, and then
+// lets the other process's waiter have it.
+func TestBatchAfterAGrantBehindAnotherProcess(t *testing.T) {
+	t.Parallel()
+	ctx, name, _, remote := passSetup(t, time.Minute)
+	c := openClient(t, standaloneURL(t)+"?batch=1", locker.WithTTL(time.Minute))
+	d := c.Driver().(*redislock.Driver)
+	first := remote.NewMutex(name)
+	if err := first.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m := c.NewMutex(name)
+	mGot := lockAsync(ctx, m)
+	awaitWaiters(t, ctx, c, name, 1)
+	r := remote.NewMutex(name)
+	rGot := lockAsync(ctx, r)
+	awaitWaiters(t, ctx, c, name, 2)
+	own := c.NewMutex(name)
+	ownGot := lockAsync(ctx, own)
+	awaitWaiters(t, ctx, c, name, 3)
+	eventually(t, 10*time.Second, "the waiters' calls returned", func() bool {
+		return redislock.CalledWaiters(d, name) == 2
+	})
+	unlock(t, ctx, first)
+	if err := awaitLock(t, mGot, "the first waiter"); err != nil {
+		t.Fatal(err)
+	}
+	if n := redislock.PassTokens(d, name); n == 0 {
+		t.Error("no tokens reserved for passes when Lock returned")
+	}
+	if !redislock.RemoteQueued(d, name) {
+		t.Error("the chain does not know of the other process's waiter")
+	}
+	held := m.Token()
+	unlock(t, ctx, m)
+	if err := awaitLock(t, ownGot, "own waiter"); err != nil {
+		t.Fatal(err)
+	}
+	if own.Token() != held+1 {
+		t.Errorf("own waiter: token %d after %d, want the next one (a pass)", own.Token(), held)
+	}
+	stillWaits(t, rGot, "the other process's waiter, within the batch")
+	unlock(t, ctx, own)
+	if err := awaitLock(t, rGot, "the other process's waiter"); err != nil {
+		t.Fatal(err)
+	}
+	if r.Token() <= own.Token() {
+		t.Errorf("token %d after %d", r.Token(), own.Token())
+	}
+	unlock(t, ctx, r)
+}
+
+// TestQueuedBeforeTheChainBegins: the message that another process's
+// waiter queued can come before the grant it is about has started its
+// chain (the two travel on different connections). It is kept for that
+// chain, which then passes nothing: lost, it let one Driver of four keep
+// the lock for 1,700 turns in a row.
+func TestQueuedBeforeTheChainBegins(t *testing.T) {
+	t.Parallel()
+	ctx, name, c, _ := passSetup(t, time.Minute)
+	d := c.Driver().(*redislock.Driver)
+	redislock.Queued(d, name)
+	m := takeFree(t, ctx, c, name, 0)
+	if !redislock.RemoteQueued(d, name) {
+		t.Error("the chain begun after the message does not know of the other process's waiter")
+	}
+	unlock(t, ctx, m)
+	m = takeFree(t, ctx, c, name, 0)
+	if redislock.RemoteQueued(d, name) {
+		t.Error("the message also marked the next chain")
+	}
+	unlock(t, ctx, m)
+}

@@ -43,6 +43,7 @@ type Driver struct {
 	waiters map[string]*waiter   // by owner
 	queues  map[string][]*waiter // by name, in the order they began to wait
 	chains  map[string]*chain    // by name: the Driver's holds that it may pass on (pass.go)
+	early   map[string]time.Time // by name: when a "q" came before its chain began (pass.go)
 	inbox   *inbox               // subscribed when a waiter first needs it
 }
 
@@ -74,6 +75,9 @@ func New(client redis.UniversalClient, opts ...Option) (*Driver, error) {
 	if err := o.refuse("a Redis Driver (use NewRedLock)", "WithInstanceTimeout"); err != nil {
 		return nil, err
 	}
+	if o.waitReplicas > 0 && o.batch > 0 {
+		return nil, optionError("WithBatch does not apply with WithWaitReplicas, which passes nothing")
+	}
 	if o.waitReplicas > 0 {
 		switch client.(type) {
 		case *redis.Client, *redis.ClusterClient:
@@ -95,6 +99,7 @@ func newDriver(client redis.UniversalClient, o options, own bool) *Driver {
 		waiters:   make(map[string]*waiter),
 		queues:    make(map[string][]*waiter),
 		chains:    make(map[string]*chain),
+		early:     make(map[string]time.Time),
 	}
 }
 
@@ -102,12 +107,13 @@ func newDriver(client redis.UniversalClient, o options, own bool) *Driver {
 // counter, a queue of waiters in Redis that a release hands the lock to in
 // order, telling the waiter's Driver by pub/sub (or that the Driver passes
 // to its own next waiter, pass.go); leases that expire; inspection. Loss
-// is found by the next renewal (no push signal).
+// is found by the next renewal (no push signal). With WithBatch, waiters
+// of different Drivers are not served in arrival order: no FIFO.
 func (d *Driver) Capabilities() backend.Capabilities {
 	return backend.Capabilities{
 		Fencing:      true,
 		Notify:       true,
-		FIFO:         true,
+		FIFO:         d.opts.batch == 0,
 		Expiry:       true,
 		Inspect:      true,
 		CrossProcess: true,

@@ -70,7 +70,7 @@ func NewRedLock(clients []redis.UniversalClient, opts ...Option) (*RedLock, erro
 	if err := o.apply(opts); err != nil {
 		return nil, err
 	}
-	if err := o.refuse("RedLock", "WithWaitReplicas"); err != nil {
+	if err := o.refuse("RedLock", "WithWaitReplicas", "WithBatch"); err != nil {
 		return nil, err
 	}
 	return newRedLock(clients, o, false), nil

@@ -40,7 +40,7 @@ type tlsParams struct {
 // Query parameters by scheme. Every scheme takes the common ones.
 var (
 	commonParams = []string{"key_prefix", "dial_timeout", "read_timeout", "write_timeout", "pool_size"}
-	driverParams = []string{"wait_replicas", "wait_timeout"}
+	driverParams = []string{"wait_replicas", "wait_timeout", "batch"}
 	tlsParamList = []string{"tls_server_name", "tls_insecure_skip_verify", "tls_ca_file", "tls_cert_file", "tls_key_file"}
 	schemeParams = map[string][]string{
 		Scheme:         driverParams,
@@ -166,6 +166,12 @@ func (cfg *urlConfig) parseQuery(raw string, schemeParams []string) error {
 			}
 		case "wait_timeout":
 			waitTimeout, err = positiveDuration(v)
+		case "batch":
+			var n int
+			if n, err = strconv.Atoi(v); err == nil && (n < 0 || n > maxBatch) {
+				err = fmt.Errorf("must be 0 to %d", maxBatch)
+			}
+			cfg.opts = append(cfg.opts, WithBatch(n))
 		case "instance_timeout":
 			var d time.Duration
 			d, err = positiveDuration(v)

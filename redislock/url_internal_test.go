@@ -37,6 +37,8 @@ func TestParseURL(t *testing.T) {
 			opts: options{waitReplicas: 1, waitTimeout: defaultWaitTimeout},
 		},
 		{url: "redis://h:1?key_prefix=", want: urlConfig{scheme: Scheme, addrs: []string{"h:1"}}, opts: options{keyPrefix: ""}},
+		{url: "redis://h:1?batch=8", want: urlConfig{scheme: Scheme, addrs: []string{"h:1"}}, opts: options{batch: 8}},
+		{url: "redis+cluster://h:1?batch=0", want: urlConfig{scheme: SchemeCluster, addrs: []string{"h:1"}}},
 		{
 			url:  "rediss://u:p@h:6380/2?tls_server_name=x&tls_insecure_skip_verify=true",
 			want: urlConfig{scheme: SchemeTLS, addrs: []string{"h:6380"}, username: "u", password: "p", db: 2},
@@ -73,7 +75,7 @@ func TestParseURL(t *testing.T) {
 				t.Fatalf("the URL's options: %v", err)
 			}
 			if o.keyPrefix != tc.opts.keyPrefix || o.waitReplicas != tc.opts.waitReplicas ||
-				o.waitTimeout != tc.opts.waitTimeout || o.instanceTimeout != tc.opts.instanceTimeout {
+				o.waitTimeout != tc.opts.waitTimeout || o.instanceTimeout != tc.opts.instanceTimeout || o.batch != tc.opts.batch {
 				t.Errorf("options = %+v, want %+v", o, tc.opts)
 			}
 		})
@@ -117,6 +119,10 @@ func TestParseURLErrors(t *testing.T) {
 		{"redis://h:1?wait_timeout=1s", "wait_timeout needs wait_replicas"},
 		{"redis://h:1?wait_replicas=1&wait_timeout=0s", "bad wait_timeout"},
 		{"redis://h:1?a=%zz", "bad query"},
+		{"redis://h:1?batch=-1", "bad batch"},
+		{"redis://h:1?batch=1001", "bad batch"},
+		{"redis://h:1?batch=many", "bad batch"},
+		{"redlock://h1:1,h2:2,h3:3?batch=2", `unknown parameter "batch"`},
 		{"rediss://h:1?tls_cert_file=c", "go together"},
 		{"rediss://h:1?tls_insecure_skip_verify=maybe", "bad tls_insecure_skip_verify"},
 		{"redis+sentinel://s1:26379", "no master name"},

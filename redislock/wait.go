@@ -49,6 +49,7 @@ type waiter struct {
 	local   bool          // waits in the process only, with no place in Redis (pass.go)
 	placing chan struct{} // closed when the release that queues a local waiter in Redis returned
 	mine    bool          // may be passed the lock: local, or only this Driver's waiters are ahead of it in Redis
+	called  bool          // its place in Redis exists: a call or release that made it returned (WithBatch may pass it the lock)
 }
 
 // placement tells a local waiter that a release queued it in Redis (ok,
@@ -329,7 +330,7 @@ func (d *Driver) unregisterLocked(w *waiter) {
 // the queue in Redis.
 func (d *Driver) setMine(w *waiter, mine bool) {
 	d.mu.Lock()
-	w.mine = mine
+	w.mine, w.called = mine, true
 	d.mu.Unlock()
 }
 
