@@ -65,8 +65,11 @@ type Config struct {
 // Configs returns every configuration, golocker's first.
 func Configs() []Config {
 	cs := []Config{
-		{Name: "golocker-own", Library: Golocker, Open: openGolocker(false)},
-		{Name: "golocker-shared", Library: Golocker, Open: openGolocker(true)},
+		{Name: "golocker-own", Library: Golocker, Open: openGolocker(false, "")},
+		{Name: "golocker-shared", Library: Golocker, Open: openGolocker(true, "")},
+		// Bounded overtaking across processes (redislock.WithBatch): not
+		// FIFO, so not golocker's default.
+		{Name: "golocker-batch16", Library: Golocker, Open: openGolocker(true, "?batch=16")},
 	}
 	for _, d := range []time.Duration{time.Millisecond, 5 * time.Millisecond, 20 * time.Millisecond, 0} {
 		name := "redsync-default"
@@ -95,16 +98,17 @@ func ConfigByName(name string) (Config, bool) {
 }
 
 // openGolocker opens golocker with its default options (TTL 30s, renewal
-// on): one Client per handle, so each has its own connections as separate
-// processes would, or one Client shared by every handle.
-func openGolocker(shared bool) func(ctx context.Context, addr, name string, n int, _ time.Duration) (*Set, error) {
+// on) and the URL query given: one Client per handle, so each has its own
+// connections as separate processes would, or one Client shared by every
+// handle.
+func openGolocker(shared bool, query string) func(ctx context.Context, addr, name string, n int, _ time.Duration) (*Set, error) {
 	return func(ctx context.Context, addr, name string, n int, _ time.Duration) (*Set, error) {
 		s := &Set{}
 		var c *locker.Client
 		for i := 0; i < n; i++ {
 			if c == nil || !shared {
 				var err error
-				if c, err = locker.Open(ctx, "redis://"+addr); err != nil {
+				if c, err = locker.Open(ctx, "redis://"+addr+query); err != nil {
 					_ = s.Close()
 					return nil, err
 				}
