@@ -144,7 +144,7 @@
 // Every process still gets its turn, but a waiter can wait up to N more
 // holds, and the Driver does not declare FIFO. With 32 handles over 4
 // processes and batch=16, bench/ measured 0.80 of the ideal rate against
-// 0.66 without (bench/README.md).
+// 0.59 without (bench/README.md).
 //
 // The cost: a release that passes the lock makes no owner check in Redis.
 // If the run's hold was deleted or forced off by another process in the
