@@ -43,3 +43,12 @@ func PassTokens(d *Driver, name string) int {
 // Queued delivers to d the message that another Driver's waiter queued
 // behind d's hold of name.
 func Queued(d *Driver, name string) { d.onQueued(d.Key(name)) }
+
+// SetCalling marks d's waiter owner as having a call on its way.
+func SetCalling(d *Driver, owner string, calling bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if w := d.waiters[owner]; w != nil {
+		w.calling = calling
+	}
+}

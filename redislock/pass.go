@@ -203,6 +203,9 @@ func (d *Driver) releaseChain(ctx context.Context, l *lease) error {
 		c.cur = to
 		if !w.local {
 			c.passed = append(c.passed, w.owner)
+			if w.calling {
+				d.addStrayLocked(w, c)
+			}
 		}
 		d.unregisterLocked(w)
 		w.pass <- to // capacity 1, and w is passed the lock once
@@ -399,22 +402,63 @@ func (d *Driver) current(h *backend.Hold) {
 // in Redis is gone (forced off or expired), so the chain is lost, and the
 // grant, which nobody would use, is released at once rather than at the
 // end of its lease. d.mu is held.
+//
+// A waiter passed the lock while a call of its own was on its way may get
+// its place back from that call after the chain took it away (and
+// forgot it): such owners are kept in d.strays for a while, and a grant
+// to one of them is handled the same way.
 func (d *Driver) strayGrantLocked(owner string) {
 	for _, c := range d.chains {
-		if !slices.Contains(c.passed, any(owner)) {
-			continue
-		}
-		d.chainLostLocked(c)
-		if d.isClosed() {
+		if slices.Contains(c.passed, any(owner)) {
+			d.chainLostLocked(c)
+			d.releaseStrayLocked(c.key, owner)
 			return
 		}
-		d.background.Add(1)
-		go func() {
-			defer d.background.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
-			defer cancel()
-			_, _ = (&lease{d: d, key: c.key, owner: owner}).release(ctx, false)
-		}()
+	}
+	if s, ok := d.strays[owner]; ok {
+		delete(d.strays, owner)
+		if c := d.chains[s.name]; c != nil && c.cur != nil {
+			// Redis had the lock free to grant: the chain's hold is gone.
+			d.chainLostLocked(c)
+		}
+		d.releaseStrayLocked(s.key, owner)
+	}
+}
+
+// releaseStrayLocked releases, in the background, the grant of key to
+// owner, who does not wait for it. d.mu is held.
+func (d *Driver) releaseStrayLocked(key, owner string) {
+	if d.isClosed() {
 		return
 	}
+	d.background.Add(1)
+	go func() {
+		defer d.background.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+		defer cancel()
+		_, _ = (&lease{d: d, key: key, owner: owner}).release(ctx, false)
+	}()
+}
+
+// stray is a waiter that was passed the lock while a call of its own was
+// on its way (strayGrantLocked).
+type stray struct {
+	name, key string
+	at        time.Time
+}
+
+// strayKeep is how long a stray is kept: longer than a place lasts
+// (placeWindow) after a call that was on its way when the lock was passed.
+const strayKeep = 10 * time.Second
+
+// addStrayLocked records w, passed the lock of c while it was calling.
+// d.mu is held.
+func (d *Driver) addStrayLocked(w *waiter, c *chain) {
+	now := time.Now()
+	for o, s := range d.strays {
+		if now.Sub(s.at) >= strayKeep {
+			delete(d.strays, o)
+		}
+	}
+	d.strays[w.owner] = stray{name: c.name, key: c.key, at: now}
 }

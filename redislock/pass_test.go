@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/golocker/locker"
 	"github.com/golocker/locker/redislock"
@@ -640,4 +643,83 @@ func TestQueuedBeforeTheChainBegins(t *testing.T) {
 		t.Error("the message also marked the next chain")
 	}
 	unlock(t, ctx, m)
+}
+
+// TestALateCallsPlaceIsReleased: a waiter queued in Redis is passed the
+// lock while a call of its own, renewing its place, is on its way; the
+// chain takes the place away, and the call, landing after, makes it
+// again. The test makes that place by hand once the chain has ended.
+// Redis then hands the lock to it; the Driver, which knows the owner for
+// one that was passed the lock while calling, releases the grant at
+// once, so the next owner does not wait out its lease.
+func TestALateCallsPlaceIsReleased(t *testing.T) {
+	t.Parallel()
+	ctx, name, c, other := passSetup(t, time.Minute)
+	d := c.Driver().(*redislock.Driver)
+	rdb := redis.NewClient(&redis.Options{Addr: standalone.Get(t).Addr})
+	defer rdb.Close()
+	key := d.Key(name)
+
+	holder := other.NewMutex(name)
+	if err := holder.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a, b := c.NewMutex(name), c.NewMutex(name)
+	aGot := lockAsync(ctx, a)
+	awaitWaiters(t, ctx, c, name, 1)
+	bGot := lockAsync(ctx, b)
+	awaitWaiters(t, ctx, c, name, 2)
+	places, err := rdb.HGetAll(ctx, key+":waiters").Result()
+	if err != nil || len(places) != 2 {
+		t.Fatalf("places: %v, %v", places, err)
+	}
+	unlock(t, ctx, holder)
+	if err := awaitLock(t, aGot, "a"); err != nil {
+		t.Fatal(err)
+	}
+	// b's place is the one left; its owner, and whether it is calling,
+	// are the Driver's.
+	var bOwner, bEntry string
+	for o, e := range places {
+		if _, still := rdb.HGet(ctx, key+":waiters", o).Result(); still == nil {
+			bOwner, bEntry = o, e
+		}
+	}
+	if bOwner == "" {
+		t.Fatal("b's place is gone")
+	}
+	redislock.SetCalling(d, bOwner, true) // as if its renewal were on its way
+	unlock(t, ctx, a)
+	if err := awaitLock(t, bGot, "b"); err != nil {
+		t.Fatal(err)
+	}
+	unlock(t, ctx, b) // the chain ends: b's place goes, the lock is free
+
+	// The late call lands: b's place again, live for a while.
+	_, lease, inbox := splitEntry(t, bEntry)
+	deadline := time.Now().Add(5 * time.Second).UnixMilli()
+	if err := rdb.RPush(ctx, key+":queue", bOwner).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.HSet(ctx, key+":waiters", bOwner, fmt.Sprintf("%d %s %s", deadline, lease, inbox)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// The next Lock finds the lock free, hands it to that place and
+	// queues; the Driver releases the stray grant, and it gets the lock.
+	next := other.NewMutex(name)
+	nextGot := lockAsync(ctx, next)
+	if err := awaitLock(t, nextGot, "the next owner, after a grant to the late place"); err != nil {
+		t.Fatal(err)
+	}
+	unlock(t, ctx, next)
+}
+
+// splitEntry splits a waiter's entry in Redis: deadline, lease, inbox.
+func splitEntry(t *testing.T, e string) (deadline, lease, inbox string) {
+	t.Helper()
+	parts := strings.SplitN(e, " ", 3)
+	if len(parts) != 3 {
+		t.Fatalf("entry %q", e)
+	}
+	return parts[0], parts[1], parts[2]
 }

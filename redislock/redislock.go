@@ -44,6 +44,7 @@ type Driver struct {
 	queues  map[string][]*waiter // by name, in the order they began to wait
 	chains  map[string]*chain    // by name: the Driver's holds that it may pass on (pass.go)
 	early   map[string]time.Time // by name: when a "q" came before its chain began (pass.go)
+	strays  map[string]stray     // by owner: waiters passed the lock while calling (pass.go)
 	inbox   *inbox               // subscribed when a waiter first needs it
 }
 
@@ -100,6 +101,7 @@ func newDriver(client redis.UniversalClient, o options, own bool) *Driver {
 		queues:    make(map[string][]*waiter),
 		chains:    make(map[string]*chain),
 		early:     make(map[string]time.Time),
+		strays:    make(map[string]stray),
 	}
 }
 
