@@ -44,11 +44,11 @@ func PassTokens(d *Driver, name string) int {
 // behind d's hold of name.
 func Queued(d *Driver, name string) { d.onQueued(d.Key(name)) }
 
-// SetCalling marks d's waiter owner as having a call on its way.
-func SetCalling(d *Driver, owner string, calling bool) {
+// AddCall counts one more call on its way for d's waiter owner.
+func AddCall(d *Driver, owner string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if w := d.waiters[owner]; w != nil {
-		w.calling = calling
+		w.calling++
 	}
 }

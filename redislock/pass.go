@@ -203,7 +203,7 @@ func (d *Driver) releaseChain(ctx context.Context, l *lease) error {
 		c.cur = to
 		if !w.local {
 			c.passed = append(c.passed, w.owner)
-			if w.calling {
+			if w.calling > 0 {
 				d.addStrayLocked(w, c)
 			}
 		}

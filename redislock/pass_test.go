@@ -681,14 +681,14 @@ func TestALateCallsPlaceIsReleased(t *testing.T) {
 	// are the Driver's.
 	var bOwner, bEntry string
 	for o, e := range places {
-		if _, still := rdb.HGet(ctx, key+":waiters", o).Result(); still == nil {
+		if rdb.HExists(ctx, key+":waiters", o).Val() {
 			bOwner, bEntry = o, e
 		}
 	}
 	if bOwner == "" {
 		t.Fatal("b's place is gone")
 	}
-	redislock.SetCalling(d, bOwner, true) // as if its renewal were on its way
+	redislock.AddCall(d, bOwner) // as if its renewal were on its way
 	unlock(t, ctx, a)
 	if err := awaitLock(t, bGot, "b"); err != nil {
 		t.Fatal(err)

@@ -50,7 +50,7 @@ type waiter struct {
 	placing chan struct{} // closed when the release that queues a local waiter in Redis returned
 	mine    bool          // may be passed the lock: local, or only this Driver's waiters are ahead of it in Redis
 	called  bool          // its place in Redis exists: a call or release that made it returned (WithBatch may pass it the lock)
-	calling bool          // a call of its own is on its way (pass.go: a stray)
+	calling int           // calls of its own on their way (pass.go: a stray)
 }
 
 // placement tells a local waiter that a release queued it in Redis (ok,
@@ -169,9 +169,9 @@ func (d *Driver) wait(ctx context.Context, r backend.Request) (backend.Lease, er
 		left := refresh
 		if !skip {
 			sent := time.Now()
-			d.setCalling(w, true)
+			d.calling(w, 1)
 			t, err := d.try(ctx, r, true, inbox)
-			d.setCalling(w, false)
+			d.calling(w, -1)
 			if l := t.l; l != nil {
 				if t.already {
 					l.start = since
@@ -337,10 +337,11 @@ func (d *Driver) setMine(w *waiter, mine bool) {
 	d.mu.Unlock()
 }
 
-// setCalling records whether a call of w's is on its way.
-func (d *Driver) setCalling(w *waiter, calling bool) {
+// calling counts w's calls on their way: n = 1 as one starts, -1 as it
+// returns.
+func (d *Driver) calling(w *waiter, n int) {
 	d.mu.Lock()
-	w.calling = calling
+	w.calling += n
 	d.mu.Unlock()
 }
 
