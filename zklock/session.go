@@ -109,7 +109,20 @@ var errNoSession = errors.New("zklock: no session yet")
 // server cut off from the others cannot answer it — and, when it is
 // answered in the session it was sent in, confirms that session until the
 // send time plus the timeout.
+//
+// It is not sent while the client has no session (it is reconnecting): it
+// would wait in go-zookeeper's queue and go out as the connection comes
+// back, and its reply could then race with the client's re-sending of its
+// watches (Conn.lastZxid, written by the receiving goroutine and read
+// unlocked by sendSetWatches: go-zookeeper v1.0.4, upstream issue
+// samuel/go-zookeeper#260, fix proposed in go-zookeeper/zk#35), which the
+// race detector reported in TestLeaderKilledDuringAHold. The generation
+// loses nothing: a queued heartbeat's send time would be older than that
+// of the next one, sent once the session is back.
 func (d *Driver) heartbeat(ctx context.Context) (*generation, error) {
+	if d.conn.State() != zk.StateHasSession {
+		return nil, errNoSession
+	}
 	sid := d.conn.SessionID()
 	sent := time.Now()
 	if err := d.call(ctx, func() error { _, err := d.conn.Sync("/"); return err }); err != nil {
