@@ -125,22 +125,14 @@ func TestAPassDoesNotOvertakeAnotherProcess(t *testing.T) {
 	if err := holder.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := awaitLock(t, rGot, "the other process's waiter"); err != nil {
-		t.Fatal(err)
-	}
+	mustLock(t, rGot, "the other process's waiter")
 	stillWaits(t, localGot, "the local waiter, while the other process's waiter ahead of it holds the lock")
-	if r.Token() <= held {
-		t.Errorf("token %d after %d", r.Token(), held)
-	}
+	tokenAfter(t, r.Token(), held)
 	if err := r.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := awaitLock(t, localGot, "the local waiter"); err != nil {
-		t.Fatal(err)
-	}
-	if local.Token() <= r.Token() {
-		t.Errorf("token %d after %d", local.Token(), r.Token())
-	}
+	mustLock(t, localGot, "the local waiter")
+	tokenAfter(t, local.Token(), r.Token())
 	unlock(t, ctx, local)
 }
 
@@ -164,9 +156,7 @@ func TestAPassOfALostLockIsLost(t *testing.T) {
 	if err := holder.Unlock(ctx); err != nil {
 		t.Errorf("the holder's Unlock, passing the lock = %v", err)
 	}
-	if err := awaitLock(t, waiterGot, "waiter"); err != nil {
-		t.Fatal(err)
-	}
+	mustLock(t, waiterGot, "waiter")
 	if waiter.Token() != held+1 {
 		t.Errorf("the waiter's token %d after %d: not passed", waiter.Token(), held)
 	}
@@ -198,9 +188,7 @@ func TestLocalWaitersOfALostChainQueue(t *testing.T) {
 	if err := del(ctx, srv, c.Driver().(*redislock.Driver).Key(name)); err != nil {
 		t.Fatal(err)
 	}
-	if err := awaitLock(t, waiterGot, "waiter"); err != nil {
-		t.Fatal(err)
-	}
+	mustLock(t, waiterGot, "waiter")
 	if waiter.Token() <= held {
 		t.Errorf("the waiter's token %d is not above the lost hold's %d", waiter.Token(), held)
 	}
@@ -231,9 +219,7 @@ func handedOff(t *testing.T, ctx context.Context, c, other *locker.Client, name 
 	if err := first.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := awaitLock(t, got, "hand-off"); err != nil {
-		t.Fatal(err)
-	}
+	mustLock(t, got, "hand-off")
 	return m, m.Token()
 }
 
@@ -387,25 +373,19 @@ func TestAGrantBehindAnotherProcessIsNotPassedOn(t *testing.T) {
 	if err := holder.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := awaitLock(t, aGot, "the Driver's first waiter"); err != nil {
-		t.Fatal(err)
-	}
+	mustLock(t, aGot, "the Driver's first waiter")
 	local := c.NewMutex(name)
 	localGot := lockAsync(ctx, local)
 	awaitWaiters(t, ctx, c, name, 2)
 	if err := a.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := awaitLock(t, rGot, "the other process's waiter"); err != nil {
-		t.Fatal(err)
-	}
+	mustLock(t, rGot, "the other process's waiter")
 	stillWaits(t, localGot, "the Driver's later waiter, while the other process's waiter ahead of it holds the lock")
 	if err := r.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := awaitLock(t, localGot, "the Driver's later waiter"); err != nil {
-		t.Fatal(err)
-	}
+	mustLock(t, localGot, "the Driver's later waiter")
 	unlock(t, ctx, local)
 }
 
@@ -425,9 +405,7 @@ func TestNoPassBetweenDifferentTTLs(t *testing.T) {
 	if err := holder.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := awaitLock(t, got, "waiter"); err != nil {
-		t.Fatal(err)
-	}
+	mustLock(t, got, "waiter")
 	if tok := waiter.Token(); tok <= held+1 {
 		t.Errorf("token %d after %d: passed, not granted by Redis", tok, held)
 	}
@@ -480,16 +458,12 @@ func TestAStrayGrantIsReleased(t *testing.T) {
 	if err := holder.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := awaitLock(t, aGot, "a"); err != nil {
-		t.Fatal(err)
-	}
+	mustLock(t, aGot, "a")
 	tokA := a.Token()
 	if err := a.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := awaitLock(t, bGot, "b"); err != nil {
-		t.Fatal(err)
-	}
+	mustLock(t, bGot, "b")
 	if b.Token() != tokA+1 {
 		t.Fatalf("b's token %d after a's %d: not passed", b.Token(), tokA)
 	}
@@ -539,9 +513,7 @@ func TestBatchPassesBeforeAnotherProcess(t *testing.T) {
 	prev, m := held, holder
 	for i := range 2 {
 		unlock(t, ctx, m)
-		if err := awaitLock(t, got[i], fmt.Sprintf("own waiter %d", i)); err != nil {
-			t.Fatal(err)
-		}
+		mustLock(t, got[i], fmt.Sprintf("own waiter %d", i))
 		stillWaits(t, rGot, "the other process's waiter, within the batch")
 		if own[i].Token() != prev+1 {
 			t.Errorf("own waiter %d: token %d after %d, want the next one (a pass)", i, own[i].Token(), prev)
@@ -549,20 +521,12 @@ func TestBatchPassesBeforeAnotherProcess(t *testing.T) {
 		prev, m = own[i].Token(), own[i]
 	}
 	unlock(t, ctx, m)
-	if err := awaitLock(t, rGot, "the other process's waiter, after the batch"); err != nil {
-		t.Fatal(err)
-	}
+	mustLock(t, rGot, "the other process's waiter, after the batch")
 	stillWaits(t, got[2], "the third waiter, after the batch")
-	if r.Token() <= prev {
-		t.Errorf("token %d after %d", r.Token(), prev)
-	}
+	tokenAfter(t, r.Token(), prev)
 	unlock(t, ctx, r)
-	if err := awaitLock(t, got[2], "the third waiter"); err != nil {
-		t.Fatal(err)
-	}
-	if own[2].Token() <= r.Token() {
-		t.Errorf("token %d after %d", own[2].Token(), r.Token())
-	}
+	mustLock(t, got[2], "the third waiter")
+	tokenAfter(t, own[2].Token(), r.Token())
 	unlock(t, ctx, own[2])
 	takeFree(t, ctx, remote, name, 0)
 }
@@ -595,9 +559,7 @@ func TestBatchAfterAGrantBehindAnotherProcess(t *testing.T) {
 		return redislock.CalledWaiters(d, name) == 2
 	})
 	unlock(t, ctx, first)
-	if err := awaitLock(t, mGot, "the first waiter"); err != nil {
-		t.Fatal(err)
-	}
+	mustLock(t, mGot, "the first waiter")
 	if n := redislock.PassTokens(d, name); n == 0 {
 		t.Error("no tokens reserved for passes when Lock returned")
 	}
@@ -606,20 +568,14 @@ func TestBatchAfterAGrantBehindAnotherProcess(t *testing.T) {
 	}
 	held := m.Token()
 	unlock(t, ctx, m)
-	if err := awaitLock(t, ownGot, "own waiter"); err != nil {
-		t.Fatal(err)
-	}
+	mustLock(t, ownGot, "own waiter")
 	if own.Token() != held+1 {
 		t.Errorf("own waiter: token %d after %d, want the next one (a pass)", own.Token(), held)
 	}
 	stillWaits(t, rGot, "the other process's waiter, within the batch")
 	unlock(t, ctx, own)
-	if err := awaitLock(t, rGot, "the other process's waiter"); err != nil {
-		t.Fatal(err)
-	}
-	if r.Token() <= own.Token() {
-		t.Errorf("token %d after %d", r.Token(), own.Token())
-	}
+	mustLock(t, rGot, "the other process's waiter")
+	tokenAfter(t, r.Token(), own.Token())
 	unlock(t, ctx, r)
 }
 
@@ -674,9 +630,7 @@ func TestALateCallsPlaceIsReleased(t *testing.T) {
 		t.Fatalf("places: %v, %v", places, err)
 	}
 	unlock(t, ctx, holder)
-	if err := awaitLock(t, aGot, "a"); err != nil {
-		t.Fatal(err)
-	}
+	mustLock(t, aGot, "a")
 	// b's place is the one left; its owner, and whether it is calling,
 	// are the Driver's.
 	var bOwner, bEntry string
@@ -690,9 +644,7 @@ func TestALateCallsPlaceIsReleased(t *testing.T) {
 	}
 	redislock.AddCall(d, bOwner) // as if its renewal were on its way
 	unlock(t, ctx, a)
-	if err := awaitLock(t, bGot, "b"); err != nil {
-		t.Fatal(err)
-	}
+	mustLock(t, bGot, "b")
 	unlock(t, ctx, b) // the chain ends: b's place goes, the lock is free
 
 	// The late call lands: b's place again, live for a while.
@@ -708,9 +660,7 @@ func TestALateCallsPlaceIsReleased(t *testing.T) {
 	// queues; the Driver releases the stray grant, and it gets the lock.
 	next := other.NewMutex(name)
 	nextGot := lockAsync(ctx, next)
-	if err := awaitLock(t, nextGot, "the next owner, after a grant to the late place"); err != nil {
-		t.Fatal(err)
-	}
+	mustLock(t, nextGot, "the next owner, after a grant to the late place")
 	unlock(t, ctx, next)
 }
 
@@ -722,4 +672,21 @@ func splitEntry(t *testing.T, e string) (deadline, lease, inbox string) {
 		t.Fatalf("entry %q", e)
 	}
 	return parts[0], parts[1], parts[2]
+}
+
+// mustLock fails the test unless the Lock started by lockAsync returns
+// nil (within awaitLock's bound).
+func mustLock(t *testing.T, got <-chan error, what string) {
+	t.Helper()
+	if err := awaitLock(t, got, what); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// tokenAfter fails the test unless token is above prev.
+func tokenAfter(t *testing.T, token, prev uint64) {
+	t.Helper()
+	if token <= prev {
+		t.Errorf("token %d after %d", token, prev)
+	}
 }
