@@ -121,7 +121,8 @@
 // began the run (its owner, its lease, which each hold of the run renews
 // as that owner) and Holds reports the hold of the moment. The Driver's
 // waiters that arrive while it holds the lock wait in the process, with no
-// call either, unless another process's waiter is queued. Each passed hold
+// call either, unless another process's waiter is queued (with batch=N,
+// also then, while the run may still pass the lock before that waiter). Each passed hold
 // takes the next of a block of fencing tokens that the grant reserved (64,
 // topped up by a script call before they run out), so tokens still
 // strictly increase across every hold and process; with a Driver that
