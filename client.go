@@ -16,12 +16,15 @@ import (
 )
 
 // Client hands out lock handles on one driver and runs their shared
-// machinery: one renewal scheduler for all holds, and the bookkeeping that
-// lets Close release every hold. A Client is safe for concurrent use.
+// machinery: the waiting (one queue per name, see Mutex), one renewal
+// scheduler for all holds, and the bookkeeping that lets Close release every
+// hold. A Client is safe for concurrent use.
 type Client struct {
-	d    backend.Driver
-	caps backend.Capabilities
-	cfg  config
+	d       backend.Driver
+	caps    backend.Capabilities
+	cfg     config
+	waiter  backend.Waiter  // the driver's native wait, or nil
+	watcher backend.Watcher // the driver's wake-up, or nil
 
 	id    string
 	seq   atomic.Uint64
@@ -32,9 +35,9 @@ type Client struct {
 
 	mu     sync.Mutex
 	closed bool
-	holds  map[*hold]struct{}
+	locks  map[string]*lockState
 	ops    sync.WaitGroup // acquisitions in flight
-	wg     sync.WaitGroup // renewals and lost watchers
+	wg     sync.WaitGroup // renewals and other background work
 
 	closeOnce sync.Once
 	closeErr  error
@@ -42,29 +45,34 @@ type Client struct {
 
 // New returns a Client on driver d. The options set the defaults of every
 // handle (WithTTL, WithFixedLease, WithReleaseTimeout) and the Client's own
-// settings (WithLogger). Close closes d.
+// settings (WithLogger, WithObserver, WithLostHook). Close closes d.
 func New(d backend.Driver, opts ...Option) (*Client, error) {
 	if d == nil {
-		return nil, fmt.Errorf("locker: new: %w: nil driver", ErrInvalidOption)
+		return nil, errorf(ErrInvalidOption, "nil driver")
 	}
 	cfg := defaultConfig()
 	if err := cfg.apply(opts); err != nil {
-		return nil, fmt.Errorf("locker: new: %w", err)
+		return nil, err
 	}
 	cfg.clientOnly = nil
 	var b [6]byte
 	if _, err := rand.Read(b[:]); err != nil {
-		return nil, fmt.Errorf("locker: new: %w", err)
+		return nil, err
 	}
 	c := &Client{
 		d:     d,
 		caps:  d.Capabilities(),
 		cfg:   cfg,
 		id:    ownerPrefix() + hex.EncodeToString(b[:]),
-		holds: make(map[*hold]struct{}),
+		locks: make(map[string]*lockState),
+	}
+	c.waiter, _ = d.(backend.Waiter)
+	c.watcher, _ = d.(backend.Watcher)
+	if ls, ok := d.(backend.LogSetter); ok {
+		ls.SetLogger(cfg.logger)
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	c.sched = newScheduler(c.ctx, &c.wg, cfg.logger)
+	c.sched = newScheduler(c)
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
@@ -92,18 +100,26 @@ func (c *Client) Driver() backend.Driver { return c.d }
 
 // NewMutex returns a handle on the lock name. Options override the Client's
 // defaults. A bad name or option does not panic: every method of the handle
-// returns the error.
+// returns the error. Handles are cheap; handles of one name on one Client
+// share its waiting queue.
 func (c *Client) NewMutex(name string, opts ...Option) *Mutex {
-	m := &Mutex{c: c, name: name, cfg: c.cfg}
+	// Without options the handle shares the Client's settings: a handle
+	// costs a few words, whatever the number held at once.
+	m := &Mutex{c: c, name: name, cfg: &c.cfg}
 	if err := validName(name); err != nil {
 		m.err = err
 		return m
 	}
-	if err := m.cfg.apply(opts); err != nil {
-		m.err = err
-	} else if len(m.cfg.clientOnly) > 0 {
-		m.err = fmt.Errorf("%w: %s applies to a Client, not a Mutex", ErrInvalidOption, m.cfg.clientOnly[0])
+	if len(opts) == 0 {
+		return m
 	}
+	cfg := c.cfg
+	if err := cfg.apply(opts); err != nil {
+		m.err = err
+	} else if len(cfg.clientOnly) > 0 {
+		m.err = errorf(ErrInvalidOption, "%s applies to a Client, not a Mutex", cfg.clientOnly[0])
+	}
+	m.cfg = &cfg
 	return m
 }
 
@@ -111,111 +127,164 @@ func (c *Client) newOwner() string {
 	return c.id + "/" + strconv.FormatUint(c.seq.Add(1), 10)
 }
 
-// begin registers an operation that may create a hold; it fails once the
-// Client is closed.
-func (c *Client) begin() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return ErrClosed
-	}
-	c.ops.Add(1)
-	return nil
-}
-
-func (c *Client) isClosed() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.closed
-}
-
-// track records h as a live hold. It fails if the Client was closed while
-// the hold was being granted.
-func (c *Client) track(h *hold) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return false
-	}
-	c.holds[h] = struct{}{}
-	return true
-}
-
-func (c *Client) untrack(h *hold) {
-	c.mu.Lock()
-	delete(c.holds, h)
-	c.mu.Unlock()
-}
-
-// watchLost has the lease's loss signal declare h lost, when the lease
-// can call a function on loss (backend.LostNotifier): no goroutine per
-// hold. It runs before h is shared (tracked or given to the Mutex), so
-// that h.stopLost is set before anything can end h.
-func (c *Client) watchLost(h *hold) {
-	n, ok := h.lease.(backend.LostNotifier)
-	if !ok || h.lease.Lost() == nil {
-		return
-	}
-	h.stopLost = n.AfterLost(func() {
-		select {
-		case <-h.ended:
-			return
-		default:
-		}
-		c.sched.remove(h)
-		h.declareLost(errors.New("the store reported the hold gone"))
-	})
-}
-
-// start hands a new hold to the watchdog and, when the driver can signal
-// loss but watchLost did not arrange it, to a watcher goroutine that
-// lasts as long as the hold.
+// start hands a new hold to the watchdog and to the lease's loss signal.
+// It runs before h is shared.
 func (c *Client) start(h *hold) {
-	if h.renew || h.deadlineOnly() {
+	if h.renew || h.fixed {
 		c.sched.add(h)
 	}
-	if h.stopLost != nil {
-		return
-	}
-	ch := h.lease.Lost()
-	if ch != nil {
-		c.wg.Add(1)
-		go func() {
-			defer c.wg.Done()
-			select {
-			case <-ch:
-				c.sched.remove(h)
-				h.declareLost(errors.New("the store reported the hold gone"))
-			case <-h.ended:
-			}
-		}()
+	if sig := h.lease.Lost(); sig != nil {
+		h.stopLost = sig.AfterLost(func() {
+			c.lose(h, LostStore, errors.New("the store reported the hold gone"))
+		})
 	}
 }
 
-// end stops the machinery of h and releases it on the store, even when ctx
-// is done, within the release timeout. It returns an error wrapping ErrLost
-// if the hold had been lost.
+// stopWatch stops the lease's loss signal from reaching h.
+func (c *Client) stopWatch(h *hold) {
+	if h.stopLost != nil {
+		h.stopLost()
+	}
+}
+
+// lose declares h lost: Lost closes, Do's ctx is cancelled, the observer
+// and the lost hook hear of it. It does nothing if h is lost already.
+func (c *Client) lose(h *hold, reason Reason, cause error) {
+	err := cause
+	if reason != Closed {
+		err = fmt.Errorf("%w: %w", ErrLost, cause)
+	}
+	if !h.declareLost(err) {
+		return
+	}
+	c.sched.remove(h)
+	if reason != Closed && reason != LostAtRelease {
+		c.cfg.logger.Warn("locker: hold lost", "name", h.m.name, "token", h.token, "reason", string(reason), "err", cause)
+	}
+	c.observeEnd(h, reason, err)
+}
+
+// observeEnd tells the observer and the lost hook that h ended.
+func (c *Client) observeEnd(h *hold, reason Reason, cause error) {
+	obs, hook := c.cfg.observer, c.cfg.lostHook
+	if reason == Released || reason == Closed {
+		hook = nil
+	}
+	if obs == nil && hook == nil {
+		return
+	}
+	e := HoldEnd{Name: h.m.name, Token: h.token, Held: time.Duration(monoNow() - h.acquired), Reason: reason, Cause: cause}
+	if obs != nil {
+		ctx := h.obsCtx
+		if ctx == nil {
+			ctx = context.Background()
+		}
+		obs.HoldEnded(ctx, e)
+	}
+	if hook != nil {
+		hook(e)
+	}
+}
+
+// end ends h, whose last level was unlocked (or which its acquisition gave
+// back): it passes the hold to the Client's next waiter for the name, or
+// releases it on the store, even when ctx is done, within the release
+// timeout. It returns an error wrapping ErrLost if the hold had been lost.
 func (c *Client) end(ctx context.Context, h *hold) error {
 	c.sched.remove(h)
-	c.untrack(h)
-	h.end()
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.releaseTimeout)
+	c.stopWatch(h)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.m.cfg.releaseTimeout)
 	defer cancel()
-	err := h.lease.Release(rctx)
-	if lerr := h.lostErr(); lerr != nil {
+	lerr := h.lostErr()
+	if lerr == nil && c.pass(rctx, h) {
+		c.observeEnd(h, Released, nil)
+		return nil
+	}
+	err := h.releaseLease(rctx)
+	if lerr == nil && errors.Is(err, ErrLost) {
+		// Nothing noticed the loss before: the release did.
+		c.lose(h, LostAtRelease, storeSaysGone("the release", err))
+		lerr = h.lostErr()
+	}
+	c.detach(h)
+	if lerr != nil {
 		return lerr
+	}
+	if err == nil {
+		c.observeEnd(h, Released, nil)
 	}
 	return err
 }
 
-// release gives back a lease that was granted but will not be used (ctx
-// ended or the Client closed while it was granted).
-func (c *Client) release(ctx context.Context, l backend.Lease, timeout time.Duration) {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
-	defer cancel()
-	if err := l.Release(rctx); err != nil {
-		c.cfg.logger.Warn("locker: releasing a grant that raced with cancellation failed", "err", err)
+// detach forgets h, the Client's hold on its name: the next waiter may ask
+// the store.
+func (c *Client) detach(h *hold) {
+	name := h.m.name
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st := c.locks[name]; st != nil && st.holder == h {
+		st.holder = nil
+		c.promoteLocked(st)
+		c.dropIfIdleLocked(name, st)
 	}
+	if h.m.cur == h {
+		h.m.cur = nil
+	}
+}
+
+// pass hands h to the first waiter of the Client for its name, through the
+// driver's Passer, without freeing it on the store. It reports whether it
+// did; if not, h is to be released. h is not lost.
+func (c *Client) pass(ctx context.Context, h *hold) bool {
+	p, ok := h.lease.(backend.Passer)
+	if !ok {
+		return false
+	}
+	name := h.m.name
+	c.mu.Lock()
+	st := c.locks[name]
+	if c.closed || st == nil || st.holder != h || len(st.queue) == 0 || st.asking {
+		c.mu.Unlock()
+		return false
+	}
+	w := st.queue[0]
+	c.mu.Unlock()
+	wm := w.m
+	l, err := h.passLease(ctx, p, backend.Request{Name: name, Owner: c.newOwner(), TTL: w.ttl})
+	if err != nil {
+		c.cfg.logger.Warn("locker: passing a hold failed; releasing it", "name", name, "err", err)
+		return false
+	}
+	if l == nil {
+		return false
+	}
+	nh := newHold(wm, w.owner, l, c.caps, l.Start())
+	if c.cfg.observer != nil {
+		nh.obsCtx = w.octx
+	}
+	c.start(nh)
+	c.mu.Lock()
+	if !c.closed && st.holder == h && len(st.queue) > 0 && st.queue[0] == w {
+		st.queue = st.queue[1:]
+		st.holder = nh
+		w.passed = nh
+		wm.cur, wm.last = nh, nh
+		if h.m.cur == h {
+			h.m.cur = nil
+		}
+		c.mu.Unlock()
+		w.signal()
+		return true
+	}
+	c.mu.Unlock()
+	// The waiter gave up (or the Client closed) while the hold was being
+	// passed: the new lease is nobody's. Release it; h's lease is spent.
+	c.sched.remove(nh)
+	c.stopWatch(nh)
+	if err := nh.releaseLease(ctx); err != nil {
+		c.cfg.logger.Warn("locker: releasing a hold passed to a waiter that left failed", "name", name, "err", err)
+	}
+	return false
 }
 
 // Close releases every hold of the Client's handles, stops the watchdog,
@@ -225,37 +294,45 @@ func (c *Client) Close() error {
 	c.closeOnce.Do(func() {
 		c.mu.Lock()
 		c.closed = true
-		holds := make([]*hold, 0, len(c.holds))
-		for h := range c.holds {
-			holds = append(holds, h)
+		var holds []*hold
+		for _, st := range c.locks {
+			if st.holder != nil {
+				holds = append(holds, st.holder)
+			}
 		}
 		c.mu.Unlock()
 		c.cancel()
 		var errs []error
 		if !waitTimeout(&c.ops, c.cfg.releaseTimeout) {
 			// A driver that ignores ctx: report it rather than hang.
-			errs = append(errs, fmt.Errorf("locker: close: %w: acquisitions still in flight after %v (the driver ignores ctx)", ErrClosed, c.cfg.releaseTimeout))
+			errs = append(errs, wrap("close", errorf(ErrClosed, "acquisitions still in flight after %v (the driver ignores ctx)", c.cfg.releaseTimeout)))
 		}
 
 		var wg sync.WaitGroup
 		herrs := make([]error, len(holds))
 		for i, h := range holds {
-			h.m.detach(h)
 			// Tell Do and Lost before the release, so that code running
 			// under the hold stops before another owner can be granted it.
-			h.declareLost(ErrClosed)
+			c.lose(h, Closed, ErrClosed)
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if err := c.end(context.Background(), h); err != nil && !errors.Is(err, ErrLost) {
+				c.sched.remove(h)
+				c.stopWatch(h)
+				ctx, cancel := context.WithTimeout(context.Background(), h.m.cfg.releaseTimeout)
+				defer cancel()
+				if err := h.releaseLease(ctx); err != nil && !errors.Is(err, ErrLost) {
 					herrs[i] = opErr("close", h.m.name, err)
 				}
+				c.detach(h)
 			}()
 		}
 		wg.Wait()
 		c.wg.Wait()
 		errs = append(errs, herrs...)
-		errs = append(errs, c.d.Close())
+		if err := c.d.Close(); err != nil {
+			errs = append(errs, wrap("close", err))
+		}
 		c.closeErr = errors.Join(errs...)
 	})
 	return c.closeErr
@@ -276,4 +353,17 @@ func waitTimeout(wg *sync.WaitGroup, d time.Duration) bool {
 	case <-t.C:
 		return false
 	}
+}
+
+// LocalWaiters returns how many acquisitions of this Client are waiting for
+// name: queued in the Client behind another of its owners, or waiting in
+// the store. (backend.QueueInspector counts the waiters in the store, of
+// every Client, one per Client and name.)
+func (c *Client) LocalWaiters(name string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st := c.locks[name]; st != nil {
+		return len(st.queue)
+	}
+	return 0
 }

@@ -2,6 +2,7 @@ package locker
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -33,7 +34,7 @@ var (
 	// ErrNilContext is returned when a method is given a nil context.
 	ErrNilContext = backend.NewError("nil context")
 	// ErrInvalidOption is returned for an option with a bad value.
-	ErrInvalidOption = backend.NewError("invalid option")
+	ErrInvalidOption = backend.ErrInvalidOption
 )
 
 // newError returns a sentinel of package locker only.
@@ -68,3 +69,25 @@ func opErr(op, name string, err error) error {
 	}
 	return &OpError{Op: op, Name: name, Err: err}
 }
+
+// errorf returns an error that wraps sentinel, with a detail.
+func errorf(sentinel error, format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{sentinel}, args...)...)
+}
+
+// wrapped is an error of package locker about what: "locker: <what>: " and
+// the cause's message, without the cause's own "locker: " (a sentinel,
+// bare or wrapped with detail).
+type wrapped struct {
+	what string
+	err  error
+}
+
+func (e *wrapped) Error() string {
+	return "locker: " + e.what + ": " + strings.TrimPrefix(e.err.Error(), "locker: ")
+}
+
+func (e *wrapped) Unwrap() error { return e.err }
+
+// wrap returns err as an error of package locker about what.
+func wrap(what string, err error) error { return &wrapped{what: what, err: err} }

@@ -1,64 +1,106 @@
 package locker
 
 import (
-	"fmt"
+	"context"
 	"sync"
 	"time"
 
 	"github.com/golocker/locker/backend"
 )
 
-// hold is one granted lease and its watchdog state.
+// epoch is the origin of the monotonic times (nanoseconds) that holds keep:
+// 8 bytes each instead of a time.Time's 24, for clients that hold a million.
+var epoch = time.Now()
+
+// mono is a monotonic time: nanoseconds since epoch.
+type mono int64
+
+func monoNow() mono                     { return mono(time.Since(epoch)) }
+func monoAt(t time.Time) mono           { return mono(t.Sub(epoch)) }
+func (m mono) add(d time.Duration) mono { return m + mono(d) }
+
+// hold is one granted lease: its owner and hold count, its loss, the calls
+// made on its lease, and its watchdog state. It is kept small: a Client may
+// hold a million.
 type hold struct {
-	m              *Mutex
-	lease          backend.Lease
-	token          uint64
-	ttl            time.Duration
-	releaseTimeout time.Duration
-	renew          bool // the scheduler renews it
-	fixed          bool // WithFixedLease: it ends at its TTL
-	session        bool // the driver keeps it alive (SessionLease)
+	m        *Mutex // the handle that took it
+	owner    *owner
+	lease    backend.Lease
+	token    uint64
+	ttl      time.Duration
+	every    time.Duration   // the renewal period: TTL/3, or less (WithRenewInterval)
+	acquired mono            // when the acquisition returned
+	obsCtx   context.Context // the acquisition's ctx, given to the Observer; nil without one
+	renew    bool            // the watchdog renews it
+	fixed    bool            // WithFixedLease: it ends at its TTL
+	session  bool            // the driver keeps it alive (SessionLease)
 
-	lost     chan struct{} // closed when the hold is declared lost
-	lostOnce sync.Once
-	cause    error // set before lost is closed
+	// Guarded by the Client's mu.
+	ending bool  // its last Unlock is releasing it
+	count  int32 // levels held: Lock, then re-entries
 
-	ended   chan struct{} // closed when the hold ends (Unlock, Close)
-	endOnce sync.Once
-	// stopLost stops the lease's AfterLost function (backend.LostNotifier),
-	// when the Client registered one; set before the hold is shared.
-	stopLost func() bool
+	// Loss, guarded by lostMu; loss is made when first needed.
+	lostMu   sync.Mutex
+	loss     *lossState
+	stopLost func() bool // stops the lease's AfterLost function
 
-	// Watchdog state, guarded by scheduler.mu.
-	validUntil time.Time // the lease cannot have run out on the store before this
-	next       time.Time // next event: a renewal, or the deadline
-	idx        int       // index in the heap, -1 when not in it
-	renewing   bool
-	done       bool // no more events
-	fails      int  // renewal failures in a row
+	// callMu serialises the calls on the lease (backend's contract):
+	// renewals, then one Release or Pass.
+	callMu sync.Mutex
+
+	// The small fields of the three groups side by side, so that a hold
+	// fits in 176 bytes: at a million holds a Client keeps, each word
+	// counts.
+	lost     bool  // guarded by lostMu
+	spent    bool  // guarded by callMu: Release or a Pass was called
+	renewing bool  // guarded by scheduler.mu, as the rest
+	done     bool  // no more events
+	bidx     int32 // index in its bucket of the timetable, -1 when in none
+	fails    int32 // renewal failures in a row
+
+	validUntil  mono // the lease cannot have run out on the store before this
+	next        mono // next event: a renewal, or the deadline; its bucket is next's millisecond
+	lastErr     error
+	cancelRenew context.CancelFunc // ends the renewal in flight
 }
 
-func newHold(m *Mutex, l backend.Lease, caps backend.Capabilities, start time.Time) *hold {
+// lossState is what a hold keeps of its loss, and of who waits for it.
+type lossState struct {
+	ch     chan struct{} // closed when lost; made if asked for
+	cause  error
+	onLost []func() // run once when lost (Do cancels its ctx)
+}
+
+func newHold(m *Mutex, o *owner, l backend.Lease, caps backend.Capabilities, start time.Time) *hold {
 	h := &hold{
-		m:              m,
-		lease:          l,
-		token:          l.Token(),
-		ttl:            m.cfg.ttl,
-		releaseTimeout: m.cfg.releaseTimeout,
-		fixed:          m.cfg.fixed,
-		session:        caps.SessionLease,
-		lost:           make(chan struct{}),
-		ended:          make(chan struct{}),
-		validUntil:     start.Add(m.cfg.ttl),
-		idx:            -1,
+		m:          m,
+		owner:      o,
+		lease:      l,
+		token:      l.Token(),
+		ttl:        m.cfg.ttl,
+		every:      m.cfg.ttl / 3,
+		acquired:   monoNow(),
+		fixed:      m.cfg.fixed,
+		session:    caps.SessionLease,
+		count:      1,
+		validUntil: monoAt(start).add(m.cfg.ttl),
+		bidx:       -1,
 	}
 	h.renew = !h.fixed && !h.session
+	if e := m.cfg.renewEvery; e > 0 && e < h.every {
+		h.every = e
+	}
 	return h
 }
 
-// deadlineOnly reports whether the hold has a deadline but no renewals: a
-// fixed lease.
-func (h *hold) deadlineOnly() bool { return h.fixed }
+// owns reports whether a call with ctx owner o on handle m acts for h's
+// owner: o is h's owner, or o is nil and h was taken without one through m.
+func (h *hold) owns(o *owner, m *Mutex) bool {
+	if o != nil {
+		return h.owner == o
+	}
+	return h.owner.anon && h.m == m
+}
 
 // margin is how long before the lease's end the hold is declared lost. The
 // lease is measured from before the request was sent, so the store's
@@ -66,38 +108,115 @@ func (h *hold) deadlineOnly() bool { return h.fixed }
 // the time the owner needs to stop.
 func margin(ttl time.Duration) time.Duration { return ttl / 10 }
 
-func (h *hold) deadline() time.Time { return h.validUntil.Add(-margin(h.ttl)) }
+func (h *hold) deadline() mono { return h.validUntil.add(-margin(h.ttl)) }
 
-// declareLost closes lost once, recording why.
-func (h *hold) declareLost(cause error) {
-	h.lostOnce.Do(func() {
-		h.cause = fmt.Errorf("%w: %v", ErrLost, cause)
-		close(h.lost)
-	})
+// declareLost marks h lost with cause (which wraps ErrLost or ErrClosed),
+// once; it reports whether this call did.
+func (h *hold) declareLost(cause error) bool {
+	h.lostMu.Lock()
+	if h.lost {
+		h.lostMu.Unlock()
+		return false
+	}
+	h.lost = true
+	if h.loss == nil {
+		h.loss = &lossState{}
+	}
+	h.loss.cause = cause
+	if h.loss.ch != nil {
+		close(h.loss.ch)
+	}
+	fns := h.loss.onLost
+	h.loss.onLost = nil
+	h.lostMu.Unlock()
+	for _, f := range fns {
+		f()
+	}
+	return true
 }
 
-func (h *hold) isLost() bool {
-	select {
-	case <-h.lost:
-		return true
-	default:
-		return false
+// lostChan returns the channel closed when h is lost.
+func (h *hold) lostChan() <-chan struct{} {
+	h.lostMu.Lock()
+	defer h.lostMu.Unlock()
+	if h.loss == nil {
+		h.loss = &lossState{}
+	}
+	if h.loss.ch == nil {
+		h.loss.ch = make(chan struct{})
+		if h.lost {
+			close(h.loss.ch)
+		}
+	}
+	return h.loss.ch
+}
+
+// afterLost runs f when h is lost (at once if it is); stop undoes it.
+func (h *hold) afterLost(f func()) (stop func()) {
+	h.lostMu.Lock()
+	if h.lost {
+		h.lostMu.Unlock()
+		f()
+		return func() {}
+	}
+	if h.loss == nil {
+		h.loss = &lossState{}
+	}
+	i := len(h.loss.onLost)
+	h.loss.onLost = append(h.loss.onLost, f)
+	h.lostMu.Unlock()
+	return func() {
+		h.lostMu.Lock()
+		if h.loss != nil && i < len(h.loss.onLost) {
+			h.loss.onLost[i] = func() {}
+		}
+		h.lostMu.Unlock()
 	}
 }
 
-// lostErr returns the error wrapping ErrLost if the hold was lost, else nil.
+// lostErr returns the error wrapping ErrLost (or ErrClosed) if h was lost,
+// else nil.
 func (h *hold) lostErr() error {
-	if h.isLost() {
-		return h.cause
+	h.lostMu.Lock()
+	defer h.lostMu.Unlock()
+	if h.lost {
+		return h.loss.cause
 	}
 	return nil
 }
 
-func (h *hold) end() {
-	h.endOnce.Do(func() {
-		close(h.ended)
-		if h.stopLost != nil {
-			h.stopLost()
-		}
-	})
+// renewLease renews the lease, unless it was released or passed.
+func (h *hold) renewLease(ctx context.Context) error {
+	h.callMu.Lock()
+	defer h.callMu.Unlock()
+	if h.spent {
+		return backend.ErrLost
+	}
+	return h.lease.Renew(ctx, h.ttl)
+}
+
+// releaseLease releases the lease on the store, once.
+func (h *hold) releaseLease(ctx context.Context) error {
+	h.callMu.Lock()
+	defer h.callMu.Unlock()
+	if h.spent {
+		return nil
+	}
+	h.spent = true
+	return h.lease.Release(ctx)
+}
+
+// passLease hands the hold to the next owner through the driver's Passer:
+// a lease, or nil when the driver declines.
+func (h *hold) passLease(ctx context.Context, p backend.Passer, r backend.Request) (backend.Lease, error) {
+	h.callMu.Lock()
+	defer h.callMu.Unlock()
+	if h.spent {
+		return nil, nil
+	}
+	l, err := p.Pass(ctx, r)
+	if err == nil && l != nil {
+		h.spent = true
+	}
+	return l, err
 }

@@ -12,14 +12,14 @@ import (
 func (c *Client) Holds(ctx context.Context, prefix string) ([]backend.Hold, error) {
 	in, ok := c.d.(backend.Inspector)
 	if !ok {
-		return nil, fmt.Errorf("locker: holds: %w", ErrNotSupported)
+		return nil, wrap("holds", ErrNotSupported)
 	}
 	if ctx == nil {
-		return nil, fmt.Errorf("locker: holds: %w", ErrNilContext)
+		return nil, wrap("holds", ErrNilContext)
 	}
 	hs, err := in.Holds(ctx, prefix)
 	if err != nil {
-		return nil, fmt.Errorf("locker: holds %q: %w", prefix, err)
+		return nil, wrap(fmt.Sprintf("holds %q", prefix), err)
 	}
 	return hs, nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/golocker/locker"
 	"github.com/golocker/locker/backend"
+	"github.com/golocker/locker/internal/drivertest"
 	"github.com/golocker/locker/locallock"
 )
 
@@ -152,7 +153,7 @@ func TestTryLock(t *testing.T) {
 		m := newClient(t, d).NewMutex("trylock/shared")
 		waited := make(chan error, 1)
 		go func() { waited <- m.Lock(ctx) }()
-		eventually(t, 5*time.Second, "the handle waits in Lock", func() bool {
+		drivertest.Eventually(t, 5*time.Second, "the handle waits in Lock", func() bool {
 			n, err := d.Waiters(ctx, "trylock/shared")
 			return err == nil && n == 1
 		})
@@ -207,8 +208,9 @@ func TestClient(t *testing.T) {
 			t.Fatal(err)
 		}
 		held := c.NewMutex("close/held")
-		mustLock(t, ctx, held)
-		mustLock(t, ctx, held) // re-entered: Close frees it all the same
+		octx := locker.WithOwner(ctx)
+		mustLock(t, octx, held)
+		mustLock(t, octx, held) // re-entered: Close frees it all the same
 		idle := c.NewMutex("close/idle")
 		for i := range 2 {
 			if err := c.Close(); err != nil {
@@ -323,18 +325,6 @@ func mustUnlock(t *testing.T, ctx context.Context, m *locker.Mutex) {
 	t.Helper()
 	if err := m.Unlock(ctx); err != nil {
 		t.Fatalf("Unlock(%s): %v", m.Name(), err)
-	}
-}
-
-// eventually polls cond until it is true, and fails the test after d.
-func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not true within %v", what, d)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 

@@ -2,6 +2,7 @@ package locker_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -31,6 +32,10 @@ func TestNameTemplate(t *testing.T) {
 		{name: "an empty result is an invalid name", tmpl: "{{.}}", value: "", wantErr: locker.ErrInvalidName},
 		{name: "a result too long is an invalid name", tmpl: "{{.}}", value: strings.Repeat("x", 600), wantErr: locker.ErrInvalidName},
 		{name: "a bad template fails to parse", tmpl: "order:{{.ID", parseErr: true},
+		{name: "an empty field is refused, not shared by every such value", tmpl: "customer/{{.Customer.Name}}/order/{{.ID}}", value: order{ID: 1}, wantErr: locker.ErrInvalidName},
+		{name: "an empty map value is refused", tmpl: "tenant/{{.tenant}}", value: map[string]string{"tenant": ""}, wantErr: locker.ErrInvalidName},
+		{name: "an empty value inside if is refused", tmpl: "t/{{if .ok}}{{.v}}{{end}}", value: map[string]any{"ok": true, "v": ""}, wantErr: locker.ErrInvalidName},
+		{name: "a variable declaration prints nothing and is fine", tmpl: "{{$id := .ID}}order:{{$id}}", value: o, want: "order:42"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -55,6 +60,19 @@ func TestNameTemplate(t *testing.T) {
 				t.Fatalf("Name = %q, %v; want %q", got, err, tt.want)
 			}
 		})
+	}
+}
+
+func TestNameTemplateAllowEmptyValues(t *testing.T) {
+	nt, err := locker.ParseName("tenant/{{.tenant}}/x", locker.AllowEmptyValues())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := nt.Name(map[string]string{"tenant": ""}); err != nil || got != "tenant//x" {
+		t.Errorf("Name = %q, %v; want tenant//x with AllowEmptyValues", got, err)
+	}
+	if err != nil || !strings.Contains(fmt.Sprint(locker.MustParseName("a/{{.}}").Name("")), "AllowEmptyValues") {
+		t.Error("the error of an empty value does not point to AllowEmptyValues")
 	}
 }
 

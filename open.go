@@ -3,12 +3,13 @@ package locker
 import (
 	"context"
 	"errors"
-	"fmt"
+	"net"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"testing"
 
 	"github.com/golocker/locker/backend"
 )
@@ -66,7 +67,13 @@ func Schemes() []string {
 // Credentials in rawURL never appear in the error.
 func Open(ctx context.Context, rawURL string, opts ...Option) (*Client, error) {
 	if ctx == nil {
-		return nil, fmt.Errorf("locker: open: %w", ErrNilContext)
+		return nil, wrap("open", ErrNilContext)
+	}
+	if !strings.Contains(rawURL, "://") {
+		if host, port, err := net.SplitHostPort(rawURL); err == nil && host != "" && port != "" {
+			// "127.0.0.1:6379" would not parse, or parse as scheme "localhost".
+			return nil, wrap("open "+Redact(rawURL), errorf(ErrBadURL, "no scheme (want e.g. redis://%s)", rawURL))
+		}
 	}
 	u, err := url.Parse(rawURL)
 	if err != nil {
@@ -78,10 +85,10 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Client, error) {
 		if errors.As(err, &ue) && !strings.Contains(rawURL, "@") {
 			detail = ue.Err.Error()
 		}
-		return nil, fmt.Errorf("locker: open %s: %w: %s", Redact(rawURL), ErrBadURL, detail)
+		return nil, wrap("open "+Redact(rawURL), errorf(ErrBadURL, "%s", detail))
 	}
 	if u.Scheme == "" {
-		return nil, fmt.Errorf("locker: open %s: %w: no scheme (want e.g. mem:// or redis://host:6379)", Redact(rawURL), ErrBadURL)
+		return nil, wrap("open "+Redact(rawURL), errorf(ErrBadURL, "no scheme (want e.g. redis://127.0.0.1:6379 or mem://)"))
 	}
 	scheme := strings.ToLower(u.Scheme)
 	registry.mu.RLock()
@@ -90,9 +97,21 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Client, error) {
 	if open == nil {
 		return nil, &unknownSchemeError{scheme: scheme}
 	}
+	single, err := takeSingleProcess(u)
+	if err != nil {
+		return nil, wrap("open "+Redact(rawURL), err)
+	}
+	var cfg config
+	if err := cfg.apply(opts); err != nil {
+		return nil, err
+	}
 	d, err := open(ctx, u)
 	if err != nil {
-		return nil, &openError{url: Redact(rawURL), err: scrub(err, u)}
+		return nil, wrap("open "+Redact(rawURL), scrub(err, u))
+	}
+	if !d.Capabilities().CrossProcess && (cfg.crossProcess || !single && !inTest()) {
+		_ = d.Close()
+		return nil, wrap("open "+Redact(rawURL), inProcessError(cfg.crossProcess))
 	}
 	c, err := New(d, opts...)
 	if err != nil {
@@ -102,10 +121,42 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Client, error) {
 	return c, nil
 }
 
+// inTest reports whether the program is a test binary, where the in-process
+// driver is allowed without a word.
+var inTest = testing.Testing
+
+// singleProcessParam is the URL parameter that lets Open use an in-process
+// driver outside tests.
+const singleProcessParam = "single_process"
+
+// takeSingleProcess removes single_process from u's query and reports its
+// value: drivers never see it.
+func takeSingleProcess(u *url.URL) (bool, error) {
+	q := u.Query()
+	vs, ok := q[singleProcessParam]
+	if !ok {
+		return false, nil
+	}
+	v, err := strconv.ParseBool(vs[0])
+	if len(vs) != 1 || err != nil {
+		return false, errorf(ErrBadURL, "%s=%q: want true or false, once", singleProcessParam, strings.Join(vs, ","))
+	}
+	q.Del(singleProcessParam)
+	u.RawQuery = q.Encode()
+	return v, nil
+}
+
+func inProcessError(required bool) error {
+	if required {
+		return errorf(ErrBadURL, "an in-process driver cannot exclude other processes (RequireCrossProcess); use a store every process reaches: redis://, postgres://, etcd://, ...")
+	}
+	return errorf(ErrBadURL, "an in-process driver does not exclude other processes: replicas configured with it would all hold the same lock at once. Outside tests, add ?%s=true to the URL for a program that runs as one process, or use a store every process reaches: redis://, postgres://, etcd://, ...", singleProcessParam)
+}
+
 type unknownSchemeError struct{ scheme string }
 
 func (e *unknownSchemeError) Error() string {
-	return "locker: unknown scheme " + strconv.Quote(e.scheme) + " (forgotten import?)"
+	return "locker: unknown scheme " + strconv.Quote(e.scheme) + " (forgotten import? registered: " + strings.Join(Schemes(), ", ") + ")"
 }
 
 func (e *unknownSchemeError) Unwrap() error { return ErrUnknownScheme }
@@ -123,17 +174,3 @@ func validScheme(s string) bool {
 	}
 	return true
 }
-
-// openError is an opener's error with the (redacted) URL. A driver's
-// message that starts with "locker: " (a wrapped sentinel) is not prefixed
-// twice.
-type openError struct {
-	url string
-	err error
-}
-
-func (e *openError) Error() string {
-	return "locker: open " + e.url + ": " + strings.TrimPrefix(e.err.Error(), "locker: ")
-}
-
-func (e *openError) Unwrap() error { return e.err }

@@ -11,7 +11,7 @@ import (
 
 	"github.com/golocker/locker"
 	"github.com/golocker/locker/backend"
-	_ "github.com/golocker/locker/locallock" // registers mem://
+	"github.com/golocker/locker/locallock" // also registers mem://
 )
 
 // echoScheme is a test-only driver whose opener fails with an error that
@@ -32,7 +32,7 @@ func TestOpen(t *testing.T) {
 		for _, raw := range []string{"x://host", "X://host:1/p?password=s3cret"} {
 			c, err := locker.Open(ctx, raw)
 			closeIfOpen(c)
-			if want := `locker: unknown scheme "x" (forgotten import?)`; err == nil || err.Error() != want {
+			if want := `locker: unknown scheme "x" (forgotten import? registered: echo-test, mem)`; err == nil || err.Error() != want {
 				t.Errorf("Open(%q) = %v, want %q", raw, err, want)
 			}
 			if !errors.Is(err, locker.ErrUnknownScheme) {
@@ -182,4 +182,41 @@ func TestRegister(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestInProcessGuard: outside tests, Open refuses the in-process driver
+// unless the URL says the program runs as one process; RequireCrossProcess
+// refuses it always; New takes it as given.
+func TestInProcessGuard(t *testing.T) {
+	ctx := testCtx(t)
+	defer locker.SetInTest(func() bool { return false })()
+	cases := []struct {
+		url  string
+		opts []locker.Option
+		ok   bool
+	}{
+		{url: "mem://"},
+		{url: "mem://ns"},
+		{url: "mem://?single_process=false"},
+		{url: "mem://?single_process=true", ok: true},
+		{url: "mem://ns?single_process=1", ok: true},
+		{url: "mem://?single_process=true", opts: []locker.Option{locker.RequireCrossProcess()}},
+	}
+	for _, tc := range cases {
+		c, err := locker.Open(ctx, tc.url, tc.opts...)
+		closeIfOpen(c)
+		switch {
+		case tc.ok && err != nil:
+			t.Errorf("Open(%q) = %v, want a Client", tc.url, err)
+		case !tc.ok && !errors.Is(err, locker.ErrBadURL):
+			t.Errorf("Open(%q) = %v, want ErrBadURL", tc.url, err)
+		case !tc.ok && len(tc.opts) == 0 && !strings.Contains(err.Error(), "single_process=true"):
+			t.Errorf("Open(%q) = %v: the error does not say how to allow it", tc.url, err)
+		}
+	}
+	c, err := locker.New(locallock.New(nil))
+	if err != nil {
+		t.Errorf("New(locallock.New(nil)) = %v; code that builds the driver chooses it", err)
+	}
+	closeIfOpen(c)
 }

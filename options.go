@@ -26,9 +26,13 @@ type Option func(*config) error
 
 type config struct {
 	ttl            time.Duration
+	renewEvery     time.Duration // WithRenewInterval; 0: TTL/3
 	fixed          bool
 	releaseTimeout time.Duration
 	logger         *slog.Logger
+	observer       Observer
+	lostHook       func(HoldEnd)
+	crossProcess   bool     // RequireCrossProcess
 	clientOnly     []string // names of client-only options that were set
 }
 
@@ -66,6 +70,21 @@ func WithTTL(d time.Duration) Option {
 	}
 }
 
+// WithRenewInterval makes the watchdog renew a hold's lease every d
+// instead of every TTL/3 (when d is shorter). A renewal is owner-checked on
+// the store, so it also finds a hold that was freed by force: on a driver
+// without a pushed loss signal, a hold is known lost within about d (lockctl
+// run checks every second). Each renewal is a call to the store.
+func WithRenewInterval(d time.Duration) Option {
+	return func(c *config) error {
+		if d < MinTTL/3 {
+			return errorf(ErrInvalidOption, "renew interval %v (must be at least %v)", d, MinTTL/3)
+		}
+		c.renewEvery = d
+		return nil
+	}
+}
+
 // WithFixedLease turns the watchdog off: a hold lasts at most its TTL, and
 // Lost closes shortly before the TTL runs out if Unlock has not been called.
 func WithFixedLease() Option {
@@ -98,6 +117,18 @@ func WithLogger(l *slog.Logger) Option {
 		}
 		c.logger = l
 		c.clientOnly = append(c.clientOnly, "WithLogger")
+		return nil
+	}
+}
+
+// RequireCrossProcess makes Open refuse a driver whose locks other
+// processes do not see (the in-process driver), whatever its URL says: for
+// programs that run as several processes (a service with replicas, lockctl).
+// An Open option; New, given a driver in code, takes it as it is.
+func RequireCrossProcess() Option {
+	return func(c *config) error {
+		c.crossProcess = true
+		c.clientOnly = append(c.clientOnly, "RequireCrossProcess")
 		return nil
 	}
 }

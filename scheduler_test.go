@@ -12,6 +12,7 @@ import (
 
 	"github.com/golocker/locker"
 	"github.com/golocker/locker/backend"
+	"github.com/golocker/locker/internal/drivertest"
 	"github.com/golocker/locker/locallock"
 )
 
@@ -37,7 +38,11 @@ const (
 	renewOK   renewMode = iota
 	renewFail           // transient error
 	renewHang           // until the renewal's ctx ends
+	renewSlow           // succeeds after slowRenewal
 )
+
+// slowRenewal is how long a renewSlow renewal takes.
+const slowRenewal = 20 * time.Millisecond
 
 var errTransient = errors.New("test: store unreachable")
 
@@ -48,7 +53,6 @@ func newWrapDriver(store *locallock.Store, hideLost bool) *wrapDriver {
 
 func (d *wrapDriver) Capabilities() backend.Capabilities {
 	c := d.Driver.Capabilities()
-	c.Inspect = false
 	c.LostSignal = c.LostSignal && !d.hideLost
 	return c
 }
@@ -57,7 +61,17 @@ func (d *wrapDriver) Acquire(ctx context.Context, r backend.Request) (backend.Le
 	if d.acquireErr != nil {
 		return nil, d.acquireErr
 	}
-	l, err := d.Driver.Acquire(ctx, r)
+	return d.wrap(d.Driver.Acquire(ctx, r))
+}
+
+func (d *wrapDriver) AcquireWait(ctx context.Context, r backend.Request) (backend.Lease, error) {
+	if d.acquireErr != nil {
+		return nil, d.acquireErr
+	}
+	return d.wrap(d.Driver.(backend.Waiter).AcquireWait(ctx, r))
+}
+
+func (d *wrapDriver) wrap(l backend.Lease, err error) (backend.Lease, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -90,11 +104,19 @@ func (l *wrapLease) Renew(ctx context.Context, ttl time.Duration) error {
 	case renewHang:
 		<-ctx.Done()
 		return ctx.Err()
+	case renewSlow:
+		t := time.NewTimer(slowRenewal)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 	return l.Lease.Renew(ctx, ttl)
 }
 
-func (l *wrapLease) Lost() <-chan struct{} {
+func (l *wrapLease) Lost() *backend.LostSignal {
 	if l.d.hideLost {
 		return nil
 	}
@@ -135,7 +157,7 @@ func TestWatchdog(t *testing.T) {
 		m := newClient(t, d, locker.WithTTL(ttl)).NewMutex("watchdog/retry")
 		mustLock(t, ctx, m)
 		// 3 failures, then successes well past the first lease's end.
-		eventually(t, 5*time.Second, "renewals resume after the failures", func() bool { return d.renewals() >= 7 })
+		drivertest.Eventually(t, 5*time.Second, "renewals resume after the failures", func() bool { return d.renewals() >= 7 })
 		select {
 		case <-m.Lost():
 			t.Fatal("Lost closed although a retry succeeded")
@@ -202,6 +224,33 @@ func TestWatchdog(t *testing.T) {
 		}
 	})
 
+	t.Run("renewals_beyond_the_calls_in_flight_wait_their_turn_and_keep_their_holds", func(t *testing.T) {
+		// 640 holds renewed one call each, 20 ms a call, 64 calls at a
+		// time: a round of renewals takes 200 ms of the 333 ms between
+		// rounds, so most renewals wait for a call slot to free.
+		const n, ttl = 640, time.Second
+		ctx := testCtx(t)
+		d := newWrapDriver(nil, true)
+		d.mode.Store(int32(renewSlow))
+		c := newClient(t, d, locker.WithTTL(ttl))
+		ms := make([]*locker.Mutex, n)
+		for i := range ms {
+			ms[i] = c.NewMutex(fmt.Sprintf("watchdog/queued/%d", i))
+			mustLock(t, ctx, ms[i])
+		}
+		drivertest.Eventually(t, 20*time.Second, "every hold renewed three times", func() bool {
+			return d.renewals() >= 3*n
+		})
+		for _, m := range ms {
+			select {
+			case <-m.Lost():
+				t.Fatalf("%s lost while its renewal waited for a call slot", m.Name())
+			default:
+			}
+			mustUnlock(t, ctx, m)
+		}
+	})
+
 	t.Run("serves_many_holds_without_a_goroutine_per_hold", func(t *testing.T) {
 		// A driver with a lost signal gets one watcher goroutine per hold
 		// by design; the wrapper hides it so that only the scheduler's
@@ -229,7 +278,7 @@ func holdGoroutines(t *testing.T, n int) int {
 		mustLock(t, ctx, ms[i])
 	}
 	most := 0
-	eventually(t, 10*time.Second, "every hold renewed twice", func() bool {
+	drivertest.Eventually(t, 10*time.Second, "every hold renewed twice", func() bool {
 		most = max(most, runtime.NumGoroutine())
 		return d.renewals() >= 2*n
 	})

@@ -2,45 +2,62 @@
 // package locker.
 //
 // Most code should use package locker. A driver implements only what its store
-// does natively: acquire a named lock for an owner (with or without waiting),
-// renew and release that hold with an owner check, report its fencing token, and
-// optionally signal when the store drops the hold. Everything else — reentrancy,
-// the renewal scheduler, the lost-hold signal seen by users, option validation,
-// error wrapping, the URL registry — lives once in package locker.
+// does natively: one attempt to take a named lock for an owner, the renewal and
+// release of that hold with an owner check, its fencing token, and, where the
+// store can, a native wait (Waiter), a wake-up when a lock may be free
+// (Watcher), a signal when the store drops a hold (Lease.Lost), a hand-off of a
+// hold inside one Client (Passer) and the renewal of many leases at once
+// (BatchRenewer). Everything else — the wait itself (one queue per name per
+// Client, back-off bounded by the holder's lease), reentrancy and ownership,
+// the renewal scheduler, the lost-hold signal seen by users, option
+// validation, error wrapping, the URL registry — lives once in package locker.
 //
 // A driver proves itself with package conformance, which runs the checks for
-// each capability the driver declares and fails it when the declaration does not
-// match what it does.
+// each capability the driver declares and fails it when the declaration does
+// not match what it does.
 //
 // # Optional interfaces
 //
 // Abilities that only some drivers have are small separate interfaces found by
-// type assertion, as in database/sql/driver: see [Inspector].
+// type assertion, as in database/sql/driver: Waiter, Watcher, Inspector,
+// QueueInspector, BatchRenewer, LogSetter on a Driver; Passer on a Lease. Each one's doc
+// says what package locker does without it.
+//
+// # How package locker calls a driver
+//
+// For each name, a Client lets one acquisition at a time ask the store: the
+// oldest of its waiters for that name, and only while no owner of the Client
+// holds it. So a driver never sees two calls of one Client for one name at
+// once, except a Release or Renew of a hold that has been lost. The methods
+// of one Lease are never called at the same time: Renew calls follow one
+// another, Release (or a Pass that returned a lease) is called at most once
+// and nothing is called after it; Renew and Release may be called after the
+// lease's Lost signal fired, and must then return an error wrapping ErrLost.
 package backend
 
 import (
 	"context"
+	"log/slog"
+	"strconv"
+	"strings"
 	"time"
 )
 
 // Driver is one connection to a lock store. It must be safe for concurrent use.
 type Driver interface {
-	// Acquire takes the lock r.Name for the owner r.Owner with a lease of r.TTL.
-	//
-	// When r.Wait is false, Acquire never waits for another owner: it returns
-	// ErrHeld at once if the lock is held. When r.Wait is true it waits until
-	// the lock is granted or ctx ends, and then returns ctx.Err() (possibly
-	// wrapped). A driver should be woken by the store when it can be (see
-	// Capabilities.Notify) and must not wait longer than the holder's
-	// remaining lease before trying again.
+	// Acquire makes one attempt to take the lock r.Name for the owner
+	// r.Owner with a lease of r.TTL. It never waits for another owner: when
+	// the lock is held it returns an error wrapping ErrHeld, preferably a
+	// *HeldError that says how long the holder's lease has left.
 	//
 	// A non-nil error means nothing is held for r.Owner: when a request may
-	// have taken effect on the server although the call failed (a cancelled
-	// ctx after the request was sent, a lost reply), the driver releases by
-	// r.Owner before returning, with a context that is not the cancelled one.
+	// have taken effect on the server although the call failed (ctx ended
+	// while the request was in flight, a lost reply), the driver releases by
+	// r.Owner before returning, with a context that is not the cancelled
+	// one.
 	//
 	// A driver does not implement reentrancy: package locker never calls
-	// Acquire for an owner that already holds r.Name.
+	// Acquire for an owner that holds r.Name.
 	Acquire(ctx context.Context, r Request) (Lease, error)
 
 	// Capabilities declares what the driver supports. It must return the
@@ -56,13 +73,12 @@ type Driver interface {
 // Request describes one acquisition.
 type Request struct {
 	// Name is the lock's name, validated by package locker: not empty, valid
-	// UTF-8, at most MaxNameLen bytes. A driver that cannot store a
-	// particular name returns an error wrapping ErrInvalidName.
+	// UTF-8, no NUL byte, at most MaxNameLen bytes. A driver that cannot
+	// store a particular name returns an error wrapping ErrInvalidName.
 	Name string
 
-	// Owner identifies this hold. It is random and unique for every
-	// acquisition, so a stale holder can never pass an owner check meant for
-	// the next one.
+	// Owner identifies this hold. It is unique for every acquisition, so a
+	// stale holder can never pass an owner check meant for the next one.
 	Owner string
 
 	// TTL is the lease: the store frees the lock if the hold is not renewed
@@ -70,11 +86,51 @@ type Request struct {
 	// (Capabilities.SessionLease) may ignore it.
 	TTL time.Duration
 
-	// Wait says whether to wait for another owner to release.
-	Wait bool
+	// Since is when the caller began to wait for the lock: zero for a
+	// single attempt (TryLock), the start of the wait for every attempt of
+	// a waiting Lock. A driver whose store keeps no queue may use it to
+	// serve the longest waiter first.
+	Since time.Time
 }
 
-// Lease is one granted hold.
+// HeldError is the error of an Acquire that found the lock held by another
+// owner. It matches ErrHeld with errors.Is. Package locker waits at most
+// Left before it tries again, and names the holder in errors and in lockctl.
+type HeldError struct {
+	// Left is how long the holder's lease has left as the store sees it,
+	// or 0 when the store does not say (or the hold lasts as long as a
+	// session).
+	Left time.Duration
+	// Owner and Token are the holder's, when the store says ("" and 0
+	// otherwise).
+	Owner string
+	Token uint64
+}
+
+func (e *HeldError) Error() string {
+	var b strings.Builder
+	b.WriteString(ErrHeld.Error())
+	var parts []string
+	if e.Owner != "" {
+		parts = append(parts, "owner "+e.Owner)
+	}
+	if e.Token != 0 {
+		parts = append(parts, "token "+strconv.FormatUint(e.Token, 10))
+	}
+	if e.Left > 0 {
+		parts = append(parts, e.Left.Round(time.Millisecond).String()+" left")
+	}
+	if len(parts) > 0 {
+		b.WriteString(" (" + strings.Join(parts, ", ") + ")")
+	}
+	return b.String()
+}
+
+// Is makes a HeldError match ErrHeld.
+func (e *HeldError) Is(target error) bool { return target == ErrHeld }
+
+// Lease is one granted hold. See the package doc for how package locker
+// calls its methods.
 type Lease interface {
 	// Token returns the fencing token of this hold: strictly greater than
 	// every token granted before for the same name, or 0 when the driver
@@ -83,17 +139,17 @@ type Lease interface {
 
 	// Start returns the local time from which the lease's TTL counts: a
 	// time no later than when the store started the lease, normally when
-	// the request that was granted was sent. For a waiting Acquire that is
-	// the last attempt, not the start of the wait. Package locker declares
-	// the hold lost before Start+TTL, so a Start that is too late would let
-	// an owner believe it holds a lock that has expired.
+	// the request that was granted was sent. For a waiting acquisition that
+	// is the last attempt, not the start of the wait. Package locker
+	// declares the hold lost before Start+TTL, so a Start that is too late
+	// would let an owner believe it holds a lock that has expired.
 	Start() time.Time
 
 	// Renew extends the lease to ttl from the time the request is sent
-	// (package locker notes that time before calling), with an owner check done
-	// atomically by the store. It returns an error wrapping ErrLost when the
-	// hold is no longer this owner's; any other error is treated as
-	// transient and retried by package locker while the lease lasts.
+	// (package locker notes that time before calling), with an owner check
+	// done atomically by the store. It returns an error wrapping ErrLost
+	// when the hold is no longer this owner's; any other error is treated
+	// as transient and retried by package locker while the lease lasts.
 	Renew(ctx context.Context, ttl time.Duration) error
 
 	// Release frees the hold, with an owner check done atomically by the
@@ -102,11 +158,74 @@ type Lease interface {
 	// whoever holds it now is untouched.
 	Release(ctx context.Context) error
 
-	// Lost returns a channel that the driver closes when the store reports
-	// that the hold is gone (a session expired, a key was deleted). It
-	// returns nil when only Renew can tell, which is allowed only when
-	// Capabilities.LostSignal is false.
-	Lost() <-chan struct{}
+	// Lost returns the signal that the driver fires when the store reports
+	// that the hold is gone — its key deleted by anyone (a forced release),
+	// its session expired — or nil when only Renew can tell, which is
+	// allowed only when Capabilities.LostSignal is false. It returns the
+	// same value on every call.
+	Lost() *LostSignal
+}
+
+// Waiter is implemented by drivers whose store keeps a queue of waiters
+// (etcd and ZooKeeper by sequence, Redis with its queue script): the store
+// hands the lock to the next waiter when it is freed. Package locker calls
+// AcquireWait for the first waiter of a name of a Client once no owner of
+// the Client holds the name. Without Waiter, package locker retries Acquire
+// with jittered back-off bounded by the holder's remaining lease, cut short
+// by the driver's Watcher and by releases of the same Client.
+type Waiter interface {
+	// AcquireWait takes r.Name for r.Owner, waiting until the store grants
+	// it or ctx ends; it then returns ctx.Err() (possibly wrapped). It must
+	// not wait longer than the holder's remaining lease before the store
+	// looks again, and it follows Acquire's rule for errors: a non-nil
+	// error means nothing is held and nothing is left queued for r.Owner.
+	AcquireWait(ctx context.Context, r Request) (Lease, error)
+}
+
+// Watcher is implemented by drivers whose store can tell that a lock may
+// have been freed but keeps no queue (a pub/sub channel per lock). Package
+// locker uses it to end a waiter's back-off early.
+type Watcher interface {
+	// Watch returns a channel that receives a value, best effort, when
+	// name may have been freed, until stop is called. A watch that cannot
+	// be set up returns a nil channel: the waiter then only backs off.
+	Watch(name string) (ch <-chan struct{}, stop func())
+}
+
+// Passer is implemented by a Lease that can hand its hold to the next owner
+// of the same Client without freeing it on the store: the store keeps the
+// hold (under the first owner) and the new lease carries a fencing token
+// greater than this one's. Package locker calls Pass, instead of Release,
+// when a hold of a Client ends and the Client has a waiter for the name.
+// Without it (or when Pass declines), package locker releases the hold and
+// the waiter asks the store.
+type Passer interface {
+	// Pass ends this lease's hold and returns a lease for r.Owner, or nil
+	// and no error when it may not pass the hold now (another process waits
+	// first, the lease in the store is old, no fencing token is at hand):
+	// package locker then calls Release. After Pass returned a lease,
+	// package locker calls nothing more on this one.
+	Pass(ctx context.Context, r Request) (Lease, error)
+}
+
+// BatchRenewer is implemented by drivers that can renew many leases in one
+// round trip. Package locker's watchdog then renews together the leases of
+// the driver that fall due within a short window, instead of one call per
+// lease.
+type BatchRenewer interface {
+	// RenewBatch renews each item's lease to its TTL, with the owner check
+	// of each done atomically by the store, and sets each item's Err as
+	// Lease.Renew would return it: one lost lease does not fail the others.
+	// The leases are this driver's. A call that failed as a whole sets
+	// every Err.
+	RenewBatch(ctx context.Context, items []RenewItem)
+}
+
+// RenewItem is one lease of a RenewBatch call.
+type RenewItem struct {
+	Lease Lease
+	TTL   time.Duration
+	Err   error // set by RenewBatch
 }
 
 // Capabilities declares what a driver supports. Package conformance runs the
@@ -119,29 +238,29 @@ type Capabilities struct {
 	Fencing bool
 
 	// Notify: a waiter is woken by the store when the lock is released,
-	// instead of polling.
+	// instead of polling. The driver implements Waiter or Watcher.
 	Notify bool
 
-	// FIFO: waiters are granted the lock in the order they began to wait,
-	// and a release wakes only the next one.
+	// FIFO: waiters of different Clients are granted the lock in the order
+	// they joined the store's queue, and a release wakes only the next one.
+	// The driver implements Waiter and QueueInspector.
 	FIFO bool
 
-	// LostSignal: Lease.Lost is non-nil and closes promptly when the store
-	// drops the hold, without waiting for the next renewal.
+	// LostSignal: Lease.Lost is non-nil and fires promptly — without
+	// waiting for the next renewal — whenever the store drops the hold: its
+	// key deleted (Inspector.ForceRelease, an administrator) and, for a
+	// SessionLease driver, its session expired.
 	LostSignal bool
 
 	// Expiry: a hold that is neither renewed nor released is freed by the
-	// store after its lease, so a crashed owner cannot block others for
-	// ever.
+	// store after its lease (or its session), so a crashed owner cannot
+	// block others for ever.
 	Expiry bool
 
 	// SessionLease: the driver keeps its holds alive itself (a ZooKeeper or
 	// etcd session with its own keepalive), so package locker does not
 	// schedule renewals; Lease.Renew then only checks the hold.
 	SessionLease bool
-
-	// Inspect: the driver implements Inspector.
-	Inspect bool
 
 	// CrossProcess: holds are visible to other processes (every remote
 	// store); false for an in-process driver.
@@ -152,6 +271,15 @@ type Capabilities struct {
 // A driver may accept fewer and return ErrInvalidName for longer names.
 const MaxNameLen = 512
 
+// LogSetter is implemented by drivers whose store's client library logs.
+// Package locker calls SetLogger with the Client's logger (locker.WithLogger;
+// by default one that discards) before it calls anything else, and the
+// driver sends the library's messages there: a driver prints nothing on
+// stderr, with or without it.
+type LogSetter interface {
+	SetLogger(l *slog.Logger)
+}
+
 // Inspector is implemented by drivers that can list holds and release one by
 // force, for admin tools. A driver without it cannot be inspected: package
 // locker reports ErrNotSupported.
@@ -159,7 +287,8 @@ type Inspector interface {
 	// Holds lists the current holds whose names start with prefix.
 	Holds(ctx context.Context, prefix string) ([]Hold, error)
 
-	// ForceRelease frees name whoever holds it. It returns an error wrapping
+	// ForceRelease frees name whoever holds it; the holder's Lost fires if
+	// the driver declares LostSignal. It returns an error wrapping
 	// ErrNotHeld when nobody holds it.
 	ForceRelease(ctx context.Context, name string) error
 }
@@ -173,12 +302,11 @@ type Hold struct {
 }
 
 // QueueInspector is implemented by drivers that can count the owners
-// waiting for a name. Package conformance needs it to prove FIFO order (a
-// driver that declares FIFO without it fails the suite), and uses it, when
-// present, to know that a waiter has started waiting instead of giving it
-// time. A driver that does not queue across processes may count only its
-// own local waiters, and must say so in its documentation.
+// waiting for a name in the store. Package conformance needs it to prove
+// FIFO order (a driver that declares FIFO without it fails the suite), and
+// uses it to see that a waiter has started waiting, and that one that gave up
+// left nothing behind.
 type QueueInspector interface {
-	// Waiters returns how many owners are waiting for name.
+	// Waiters returns how many owners are waiting for name in the store.
 	Waiters(ctx context.Context, name string) (int, error)
 }

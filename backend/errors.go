@@ -34,4 +34,6 @@ var (
 	ErrNotSupported = NewError("not supported by this driver")
 	// ErrBadURL: a URL could not be used to open a driver.
 	ErrBadURL = NewError("bad URL")
+	// ErrInvalidOption: an option has a bad value.
+	ErrInvalidOption = NewError("invalid option")
 )

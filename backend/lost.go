@@ -2,19 +2,11 @@ package backend
 
 import "sync"
 
-// LostNotifier is an optional interface of a Lease: AfterLost arranges for
-// f to run, on a goroutine of its own, once the channel of Lost is closed
-// (at once if it is already), unless stop is called first. stop reports
-// whether it stopped f from running, as context.AfterFunc's does. Package
-// locker uses it, when a lease implements it, instead of a goroutine per
-// hold that waits on Lost. LostSignal implements both for a driver.
-type LostNotifier interface {
-	AfterLost(f func()) (stop func() bool)
-}
-
-// LostSignal is a one-time signal that a hold is lost: the channel of a
-// Lease's Lost method, and the functions registered with its AfterLost.
-// Create one with NewLostSignal.
+// LostSignal is a one-time signal that a hold is lost, returned by a
+// Lease's Lost method: the driver calls Fire when the store reports the
+// hold gone, and package locker learns of it through AfterLost, without a
+// goroutine per hold. Create one with NewLostSignal; it is safe for
+// concurrent use.
 type LostSignal struct {
 	mu   sync.Mutex
 	ch   chan struct{}
@@ -57,7 +49,9 @@ func (s *LostSignal) Fire() bool {
 	return true
 }
 
-// AfterLost implements LostNotifier.
+// AfterLost arranges for f to run, on a goroutine of its own, once Fire is
+// called (at once if it was already), unless stop is called first. stop
+// reports whether it stopped f from running, as context.AfterFunc's does.
 func (s *LostSignal) AfterLost(f func()) (stop func() bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -54,9 +54,10 @@ func Example_do() {
 	// err: <nil> still held: false
 }
 
-// A handle is reentrant: each Lock must be matched by an Unlock.
+// Reentrancy follows the owner in the ctx: each Lock must be matched by an
+// Unlock with the same owner.
 func Example_reentrancy() {
-	ctx := context.Background()
+	ctx := locker.WithOwner(context.Background())
 	c, _ := locker.New(locallock.New(nil))
 	defer c.Close()
 

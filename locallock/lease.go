@@ -26,10 +26,7 @@ func (l *lease) Token() uint64 { return l.token }
 
 func (l *lease) Start() time.Time { return l.start }
 
-func (l *lease) Lost() <-chan struct{} { return l.lost.C() }
-
-// AfterLost implements backend.LostNotifier.
-func (l *lease) AfterLost(f func()) (stop func() bool) { return l.lost.AfterLost(f) }
+func (l *lease) Lost() *backend.LostSignal { return l.lost }
 
 func (l *lease) current() bool { return l.e.holder == l }
 

@@ -76,7 +76,7 @@ type waiter struct {
 }
 
 // Driver is a connection to a Store. It implements backend.Driver,
-// backend.Inspector and backend.QueueInspector.
+// backend.Waiter, backend.Inspector and backend.QueueInspector.
 type Driver struct {
 	s         *Store
 	closed    chan struct{}
@@ -99,7 +99,6 @@ func (d *Driver) Capabilities() backend.Capabilities {
 		FIFO:       true,
 		LostSignal: true,
 		Expiry:     true,
-		Inspect:    true,
 	}
 }
 
@@ -110,31 +109,47 @@ func (d *Driver) Close() error {
 	return nil
 }
 
-// Acquire implements backend.Driver.
-func (d *Driver) Acquire(ctx context.Context, r backend.Request) (backend.Lease, error) {
+func (d *Driver) check(ctx context.Context) error {
 	select {
 	case <-d.closed:
-		return nil, backend.ErrClosed
+		return backend.ErrClosed
 	default:
 	}
-	if err := ctx.Err(); err != nil {
+	return ctx.Err()
+}
+
+// Acquire implements backend.Driver.
+func (d *Driver) Acquire(ctx context.Context, r backend.Request) (backend.Lease, error) {
+	if err := d.check(ctx); err != nil {
 		return nil, err
 	}
 	s := d.s
 	s.mu.Lock()
-	e := s.names[r.Name]
-	if e == nil {
-		e = &entry{name: r.Name}
-		s.names[r.Name] = e
+	defer s.mu.Unlock()
+	e := s.entry(r.Name)
+	if e.holder == nil && e.waiters.Len() == 0 {
+		return s.grant(e, r), nil
 	}
+	defer s.freeIfIdle(e)
+	if h := e.holder; h != nil {
+		return nil, &backend.HeldError{Owner: h.owner, Token: h.token, Left: time.Until(h.expires)}
+	}
+	return nil, backend.ErrHeld
+}
+
+// AcquireWait implements backend.Waiter: the waiter queues in the Store and
+// the release hands it the lock.
+func (d *Driver) AcquireWait(ctx context.Context, r backend.Request) (backend.Lease, error) {
+	if err := d.check(ctx); err != nil {
+		return nil, err
+	}
+	s := d.s
+	s.mu.Lock()
+	e := s.entry(r.Name)
 	if e.holder == nil && e.waiters.Len() == 0 {
 		l := s.grant(e, r)
 		s.mu.Unlock()
 		return l, nil
-	}
-	if !r.Wait {
-		s.mu.Unlock()
-		return nil, backend.ErrHeld
 	}
 	w := &waiter{req: r, ch: make(chan *lease, 1)}
 	w.elem = e.waiters.PushBack(w)
@@ -161,6 +176,16 @@ func (d *Driver) Acquire(ctx context.Context, r backend.Request) (backend.Lease,
 	l := <-w.ch
 	_ = l.Release(context.WithoutCancel(ctx))
 	return nil, err
+}
+
+// entry returns the state of name, made if needed. s.mu is held.
+func (s *Store) entry(name string) *entry {
+	e := s.names[name]
+	if e == nil {
+		e = &entry{name: name}
+		s.names[name] = e
+	}
+	return e
 }
 
 // grant makes r the holder of e. s.mu is held.

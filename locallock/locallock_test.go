@@ -29,7 +29,7 @@ func TestStoreFreesIdleNames(t *testing.T) {
 	errs := make(chan error, 3)
 	for i := range 3 {
 		go func() {
-			_, err := d.Acquire(wctx, backend.Request{Name: "idle", Owner: fmt.Sprint("w", i), TTL: ttl, Wait: true})
+			_, err := d.AcquireWait(wctx, backend.Request{Name: "idle", Owner: fmt.Sprint("w", i), TTL: ttl})
 			errs <- err
 		}()
 	}
@@ -55,7 +55,7 @@ func TestStoreFreesIdleNames(t *testing.T) {
 	}
 	expiring := mustAcquire(t, ctx, d, "expiring", 20*time.Millisecond)
 	select {
-	case <-expiring.Lost():
+	case <-expiring.Lost().C():
 	case <-time.After(5 * time.Second):
 		t.Fatal("an unrenewed lease did not expire")
 	}
@@ -76,7 +76,7 @@ func TestCancelledWaiterGrantedHandsTheLockOn(t *testing.T) {
 	defer cancelFirst()
 	firstDone := make(chan error, 1)
 	go func() {
-		l, err := d.Acquire(first, backend.Request{Name: "race", Owner: "first", TTL: ttl, Wait: true})
+		l, err := d.AcquireWait(first, backend.Request{Name: "race", Owner: "first", TTL: ttl})
 		if err == nil {
 			// Granted before it saw the cancellation: allowed, but then
 			// it is ours to give back.
@@ -87,7 +87,7 @@ func TestCancelledWaiterGrantedHandsTheLockOn(t *testing.T) {
 	awaitWaiters(t, ctx, d, "race", 1)
 	secondDone := make(chan backend.Lease, 1)
 	go func() {
-		l, err := d.Acquire(ctx, backend.Request{Name: "race", Owner: "second", TTL: ttl, Wait: true})
+		l, err := d.AcquireWait(ctx, backend.Request{Name: "race", Owner: "second", TTL: ttl})
 		if err != nil {
 			t.Errorf("the second waiter: %v", err)
 		}
@@ -133,7 +133,7 @@ func TestExpiredLease(t *testing.T) {
 	d := New(nil)
 	l := mustAcquire(t, ctx, d, "expired", 20*time.Millisecond)
 	select {
-	case <-l.Lost():
+	case <-l.Lost().C():
 	case <-time.After(5 * time.Second):
 		t.Fatal("Lost did not close when the lease expired")
 	}
@@ -181,7 +181,7 @@ func TestClosedDriver(t *testing.T) {
 	errs := make(chan error, 2)
 	for i := range 2 {
 		go func() {
-			_, err := d.Acquire(ctx, backend.Request{Name: "closed", Owner: fmt.Sprint("w", i), TTL: ttl, Wait: true})
+			_, err := d.AcquireWait(ctx, backend.Request{Name: "closed", Owner: fmt.Sprint("w", i), TTL: ttl})
 			errs <- err
 		}()
 	}

@@ -1,9 +1,9 @@
-// Package urlparams parses the parts of golocker's driver URLs that every
-// driver writes the same way: a comma-separated list of hosts with a
-// default port, and a query whose parameters must all be known and given
-// once. Errors say what is wrong without the scheme or the password; the
-// driver wraps them with backend.ErrBadURL and its own context.
-package urlparams
+package driverkit
+
+// URL parts that every driver writes the same way: a comma-separated list
+// of hosts with a default port, and a query whose parameters must all be
+// known and given once. Errors say what is wrong without the scheme or the
+// password; the driver wraps them with BadURL.
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package urlparams
+package driverkit
 
 import (
 	"slices"

@@ -1,0 +1,69 @@
+package driverkit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Attempts runs the attempts of one acquisition, for a driver whose holds
+// live in a session (etcdlock, zklock). The error of each attempt decides
+// what comes next:
+//
+//   - one that ended(err) — the session ended while the attempt was in
+//     flight, taking its key or node along — is tried again at once; at
+//     most twice more, unless wait;
+//   - when wait, one that is transient(err) — the store may recover, as
+//     from a lost connection or an election — is tried again after a pause
+//     that doubles from 20ms to 1s;
+//   - any other, or one marked Final, is returned.
+//
+// When ctx ends between attempts, its error is returned, saying the last
+// transient failure.
+func Attempts[L any](ctx context.Context, wait bool, attempt func() (L, error), ended, transient func(error) bool) (L, error) {
+	var none L
+	var last error
+	for n, backoff := 0, 20*time.Millisecond; ; n++ {
+		if err := ctx.Err(); err != nil {
+			if last != nil {
+				err = fmt.Errorf("%w (last: %w)", err, last)
+			}
+			return none, err
+		}
+		l, err := attempt()
+		var f *finalError
+		switch {
+		case err == nil:
+			return l, nil
+		case errors.As(err, &f):
+			return none, f.err
+		case ended(err) && (wait || n < 2):
+			continue
+		case !wait || !transient(err) || ctx.Err() != nil:
+			return none, err
+		}
+		last = err
+		Sleep(ctx, backoff)
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// Final marks err as the end of Attempts, which returns err as it is.
+func Final(err error) error { return &finalError{err} }
+
+type finalError struct{ err error }
+
+func (e *finalError) Error() string { return e.err.Error() }
+
+// Sleep waits for d, or until ctx ends; it reports whether d passed.
+func Sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

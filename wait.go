@@ -1,0 +1,204 @@
+package locker
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/golocker/locker/backend"
+)
+
+// Waiting. A Client keeps, for each name that one of its owners holds or
+// waits for, a lockState: the Client's hold and its waiters in arrival
+// order. Only the first waiter asks the store, and only while no owner of
+// the Client holds the name; so a driver sees at most one call of a Client
+// for a name at a time, and a Client's waiters never poll against each
+// other. When a hold ends and the Client has a waiter, the hold is passed
+// to it (backend.Passer: no call to the store) or released, and the waiter
+// asks the store at once. The store's part of the wait is the driver's
+// native wait (backend.Waiter) or, for stores that keep no queue, attempts
+// with jittered back-off bounded by the holder's remaining lease and cut
+// short by the driver's Watcher.
+
+// lockState is a Client's state for one name. It exists while an owner of
+// the Client holds or waits for the name. Guarded by the Client's mu.
+type lockState struct {
+	holder *hold
+	queue  []*waiter // in arrival order; queue[0] may ask the store
+	asking bool      // queue[0] has been told to ask the store
+}
+
+// waiter is one acquisition waiting in a lockState.
+type waiter struct {
+	m     *Mutex
+	octx  context.Context // the acquisition's ctx, for the Observer
+	owner *owner
+	ttl   time.Duration
+	turn  chan struct{} // capacity 1: its turn to ask, or a hold passed to it
+	// passed is the hold a release passed to it. Guarded by the Client's
+	// mu.
+	passed *hold
+}
+
+// promoteLocked tells the first waiter of st to ask the store, when no
+// owner of the Client holds the name and it has not been told yet. c.mu is
+// held.
+func (c *Client) promoteLocked(st *lockState) {
+	if st.holder != nil || st.asking || len(st.queue) == 0 {
+		return
+	}
+	st.asking = true
+	st.queue[0].signal()
+}
+
+func (w *waiter) signal() {
+	select {
+	case w.turn <- struct{}{}:
+	default:
+	}
+}
+
+// removeLocked takes w out of st's queue; the next waiter may then ask.
+// c.mu is held.
+func (c *Client) removeLocked(name string, st *lockState, w *waiter) {
+	i := slices.Index(st.queue, w)
+	if i < 0 {
+		return
+	}
+	st.queue = slices.Delete(st.queue, i, i+1)
+	if i == 0 {
+		st.asking = false
+	}
+	c.promoteLocked(st)
+	c.dropIfIdleLocked(name, st)
+}
+
+// dropIfIdleLocked forgets st once nobody holds or waits for name. c.mu is
+// held.
+func (c *Client) dropIfIdleLocked(name string, st *lockState) {
+	if st.holder == nil && len(st.queue) == 0 && c.locks[name] == st {
+		delete(c.locks, name)
+	}
+}
+
+// ask asks the store for r.Name once (try), or until it is granted or ctx
+// ends.
+func (c *Client) ask(ctx context.Context, r backend.Request, wait bool) (backend.Lease, error) {
+	switch {
+	case !wait:
+		return c.d.Acquire(ctx, r)
+	case c.waiter != nil:
+		r.Since = time.Now()
+		return c.waiter.AcquireWait(ctx, r)
+	default:
+		return c.poll(ctx, r)
+	}
+}
+
+// Back-off of a waiter whose store keeps no queue: each pause is drawn from
+// [next/2, next], next doubles from minBackoff up to maxBackoff, and no
+// pause is longer than the holder's remaining lease.
+const (
+	minBackoff = 2 * time.Millisecond
+	maxBackoff = 250 * time.Millisecond
+)
+
+// poll tries r until it is granted or ctx ends. Transient store errors are
+// retried; when ctx ends, the error says what the store last said.
+func (c *Client) poll(ctx context.Context, r backend.Request) (backend.Lease, error) {
+	r.Since = time.Now()
+	var wake <-chan struct{}
+	if c.watcher != nil {
+		ch, stop := c.watcher.Watch(r.Name)
+		defer stop()
+		wake = ch
+	}
+	next := minBackoff
+	var last error // the last store error other than "held"
+	var t *time.Timer
+	defer func() {
+		if t != nil {
+			t.Stop()
+		}
+	}()
+	for {
+		l, err := c.d.Acquire(ctx, r)
+		if err == nil {
+			return l, nil
+		}
+		pause := next/2 + rand.N(next/2+1)
+		next = min(2*next, maxBackoff)
+		var he *backend.HeldError
+		switch {
+		case errors.As(err, &he):
+			if he.Left > 0 {
+				pause = min(pause, he.Left)
+			}
+		case errors.Is(err, backend.ErrHeld):
+		case ctx.Err() != nil:
+			return nil, err
+		case permanent(err):
+			return nil, err
+		default:
+			last = err
+		}
+		pause = max(pause, time.Millisecond)
+		if t == nil {
+			t = time.NewTimer(pause)
+		} else {
+			t.Reset(pause)
+		}
+		select {
+		case <-t.C:
+		case <-wake:
+		case <-ctx.Done():
+			if last != nil {
+				return nil, last
+			}
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// permanent reports whether a store error ends a wait rather than being
+// retried: bad input, a closed driver, a missing ability.
+func permanent(err error) bool {
+	for _, s := range []error{backend.ErrInvalidName, backend.ErrInvalidTTL, backend.ErrClosed, backend.ErrNotSupported, backend.ErrBadURL, ErrInvalidOption} {
+		if errors.Is(err, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// ctxError is the error of an acquisition whose ctx ended while the store
+// was failing: it matches the ctx's error and the store's.
+type ctxError struct {
+	ctx   error
+	store error
+}
+
+func (e *ctxError) Error() string {
+	return e.ctx.Error() + " (last store error: " + e.store.Error() + ")"
+}
+
+func (e *ctxError) Unwrap() []error { return []error{e.ctx, e.store} }
+
+// withCtxErr returns the error of a call that failed with err after ctx
+// ended: ctx's error, carrying err when err says more.
+func withCtxErr(ctx context.Context, err error) error {
+	cerr := ctx.Err()
+	if err == nil || errors.Is(err, cerr) && err.Error() == cerr.Error() {
+		return cerr
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		// The store's error is a ctx error with more words: keep them.
+		if !errors.Is(err, cerr) {
+			return &ctxError{ctx: cerr, store: err}
+		}
+		return err
+	}
+	return &ctxError{ctx: cerr, store: err}
+}
