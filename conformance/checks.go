@@ -16,6 +16,8 @@ const (
 	CapScale        = "scale"
 	CapInput        = "input"
 	CapDeclaration  = "declaration"
+	CapOwnership    = "ownership"
+	CapFaults       = "faults"
 )
 
 // checks is the whole suite, in the order it runs.
@@ -24,7 +26,6 @@ var checks = concat(
 	inputChecks,
 	exclusionChecks,
 	waitingChecks,
-	reentrancyChecks,
 	ownershipChecks,
 	expiryChecks,
 	lostChecks,
@@ -32,6 +33,7 @@ var checks = concat(
 	notifyChecks,
 	scaleChecks,
 	closeChecks,
+	faultChecks,
 )
 
 func concat(lists ...[]check) []check {
@@ -79,20 +81,28 @@ func needCrash(s *suite) string {
 	return ""
 }
 
-// needCut: expiry, and renewals that the suite can make fail.
+// needCut: expiry, and a connection the suite can cut (a session's
+// traffic included, for a SessionLease driver).
 func needCut(s *suite) string {
 	if why := needExpiry(s); why != "" {
 		return why
 	}
-	if s.caps.SessionLease {
-		return "the driver keeps holds alive through its session, not through renewals the suite can cut"
+	return needFaults(s)
+}
+
+// needFaults: a connection the suite can pause, delay and cut. Any driver
+// can be wrapped (FaultyDriver), but a SessionLease driver's session
+// traffic bypasses the wrapper: it needs Harness.NewFaultyDriver.
+func needFaults(s *suite) string {
+	if s.caps.SessionLease && s.h.NewFaultyDriver == nil {
+		return "the driver keeps holds alive through a session whose traffic only Harness.NewFaultyDriver can stall"
 	}
 	return ""
 }
 
 func needDrop(s *suite) string {
-	if s.h.Drop == nil && !s.caps.Inspect {
-		return "the harness has no Drop hook and the driver cannot force-release (Inspect)"
+	if s.h.Drop == nil && !s.ifs.Inspector {
+		return "the harness has no Drop hook and the driver cannot force-release (backend.Inspector)"
 	}
 	return ""
 }

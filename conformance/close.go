@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"testing"
 
-	"go.uber.org/goleak"
-
 	"github.com/golocker/locker"
 )
 
@@ -19,7 +17,8 @@ var closeChecks = []check{
 			// Every client of the check is closed before the goroutines
 			// are counted: a driver may set up the watches of a hold
 			// after Lock returned, and a client's Close must end them.
-			before := goleak.IgnoreCurrent()
+			s.openProbe(t) // counted in before, closed before the count after
+			before := goroutines()
 			other := s.client(t)
 			blocked := s.name(t, "blocked")
 			blockerClient := s.client(t)
@@ -32,16 +31,17 @@ var closeChecks = []check{
 			}
 			var names []string
 			var handles []*locker.Mutex
+			octx := locker.WithOwner(ctx)
 			for i := range 10 {
 				n := s.name(t, fmt.Sprint(i))
 				m := c.NewMutex(n)
-				mustLock(t, ctx, m)
+				mustLock(t, octx, m)
 				names, handles = append(names, n), append(handles, m)
 			}
-			mustLock(t, ctx, handles[0]) // re-entered
+			mustLock(t, octx, handles[0]) // re-entered
 			waiter := make(chan error, 1)
 			go func() { waiter <- c.NewMutex(blocked).Lock(ctx) }()
-			s.awaitWaiters(t, ctx, c.Driver(), blocked, 1)
+			s.awaitWaiters(t, ctx, blocked, 1)
 
 			within(t, quick+s.ttl, "Close", func() {
 				if err := c.Close(); err != nil {
@@ -73,7 +73,8 @@ var closeChecks = []check{
 					t.Errorf("Close of another client: %v", err)
 				}
 			}
-			goleak.VerifyNone(t, before)
+			s.closeProbe(t)
+			settleGoroutines(t, before, "the goroutines of the closed clients")
 		},
 	},
 }

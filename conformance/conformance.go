@@ -15,7 +15,8 @@ import (
 	"github.com/golocker/locker/backend"
 )
 
-// Harness tells the suite how to reach the driver under test.
+// Harness tells the suite how to reach the driver under test, and which
+// faults it can inject.
 type Harness struct {
 	// Name names the driver in the report, e.g. "redis/cluster".
 	Name string
@@ -24,6 +25,14 @@ type Harness struct {
 	// driver in another process would be. Required. The suite closes it.
 	NewDriver func(ctx context.Context) (backend.Driver, error)
 
+	// NewFaultyDriver, optional, returns a new driver as NewDriver does,
+	// and the controls of its connection to the store: the suite pauses
+	// it, delays its replies and cuts it. Build the driver with the Dial
+	// of a NewFaultNet (every driver of this module takes a dial
+	// function), or wrap a driver that cannot take one with FaultyDriver.
+	// Without it the fault checks that need it are skipped.
+	NewFaultyDriver func(ctx context.Context) (backend.Driver, Faults, error)
+
 	// Crash, optional, makes d stop as a process that died would: no
 	// release, no renewal, no graceful end of its session. Without it the
 	// suite cuts d off from the store (every call of d fails), which is a
@@ -31,11 +40,25 @@ type Harness struct {
 	// declare SessionLease the crash checks are skipped.
 	Crash func(d backend.Driver) error
 
-	// Drop, optional, makes the store forget the current hold on name
-	// behind its owner's back (a key deleted, a session expired). Without
-	// it the suite uses backend.Inspector.ForceRelease when the driver has
-	// it, and skips the check otherwise.
+	// Drop, optional, deletes the current hold on name in the store
+	// behind its owner's back, as an operator would: never by ending a
+	// session (the fault checks do that). Without it the suite uses
+	// backend.Inspector.ForceRelease when the driver has it, and skips the
+	// check otherwise.
 	Drop func(ctx context.Context, name string) error
+
+	// KillServer, optional, kills the store's server — the leader, for a
+	// replicated store — as a crash would, and returns the function that
+	// starts it again. Offer it only where the store promises to keep
+	// its data over such a crash (a cluster with a quorum, a server that
+	// syncs its writes to disk): the check expects holds and fencing
+	// counters to survive or holders to be told.
+	KillServer func(ctx context.Context) (restart func(context.Context) error, err error)
+
+	// SessionTTL is how long a SessionLease driver's session outlives a
+	// client that stopped talking to the store: how long a paused
+	// client's holds last. Default TTL.
+	SessionTTL time.Duration
 
 	// TTL is the short lease the suite uses in checks that wait for
 	// expiry. Default 1s; a store with a coarse clock (seconds) needs more.
@@ -67,12 +90,33 @@ type CheckResult struct {
 	Outcome Outcome
 }
 
-// Report is what Run found: the driver's declaration and each check's
-// outcome. It feeds the feature matrix.
+// Report is what Run found: the driver's declaration, the optional
+// interfaces it implements, and each check's outcome. It feeds the feature
+// matrix.
 type Report struct {
 	Driver       string
 	Capabilities backend.Capabilities
+	Interfaces   Interfaces
 	Checks       []CheckResult
+}
+
+// Interfaces tells which optional interfaces of package backend a driver
+// implements.
+type Interfaces struct {
+	Waiter         bool
+	Watcher        bool
+	Inspector      bool
+	QueueInspector bool
+	BatchRenewer   bool
+}
+
+func interfacesOf(d backend.Driver) Interfaces {
+	_, waiter := d.(backend.Waiter)
+	_, watcher := d.(backend.Watcher)
+	_, inspector := d.(backend.Inspector)
+	_, queue := d.(backend.QueueInspector)
+	_, batch := d.(backend.BatchRenewer)
+	return Interfaces{Waiter: waiter, Watcher: watcher, Inspector: inspector, QueueInspector: queue, BatchRenewer: batch}
 }
 
 // Complete reports whether every check ran (none was filtered out by -run).
@@ -109,16 +153,23 @@ func (r *Report) Proved(capability string) bool {
 type suite struct {
 	h    Harness
 	caps backend.Capabilities
+	ifs  Interfaces
 	ttl  time.Duration
 	id   string
 
-	mu  sync.Mutex
-	rep *Report
+	mu     sync.Mutex
+	rep    *Report
+	probes map[*testing.T]backend.Driver
 }
 
 // Run runs every check against the driver of h and returns the report. It
 // fails t when a check fails, including the checks of the driver's
-// declaration.
+// declaration. A check's outcome counts its cleanup and the race
+// detector's verdict: it is what t.Run reports.
+//
+// Run refuses, with one error, a driver that cannot make a single attempt
+// without waiting (Acquire with no wait): package locker needs one for
+// TryLock and for the waits of stores without a queue.
 func Run(t *testing.T, h Harness) *Report {
 	t.Helper()
 	if h.NewDriver == nil {
@@ -126,6 +177,9 @@ func Run(t *testing.T, h Harness) *Report {
 	}
 	if h.TTL <= 0 {
 		h.TTL = time.Second
+	}
+	if h.SessionTTL <= 0 {
+		h.SessionTTL = h.TTL
 	}
 	if h.Timeout <= 0 {
 		h.Timeout = 60 * time.Second
@@ -136,29 +190,61 @@ func Run(t *testing.T, h Harness) *Report {
 	if h.Name == "" {
 		h.Name = t.Name()
 	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	id := hex.EncodeToString(b[:])
 	ctx, cancel := context.WithTimeout(context.Background(), h.Timeout)
+	defer cancel()
 	d, err := h.NewDriver(ctx)
-	cancel()
 	if err != nil {
 		t.Fatalf("conformance: NewDriver: %v", err)
 	}
 	caps := d.Capabilities()
+	ifs := interfacesOf(d)
+	if err := tryOnce(ctx, d, "conformance/"+id+"/try-once"); err != nil {
+		_ = d.Close()
+		t.Fatalf("conformance: refused: %v", err)
+	}
 	if err := d.Close(); err != nil {
 		t.Errorf("conformance: Close of a fresh driver: %v", err)
 	}
-	var b [4]byte
-	_, _ = rand.Read(b[:])
 	s := &suite{
-		h:    h,
-		caps: caps,
-		ttl:  h.TTL,
-		id:   hex.EncodeToString(b[:]),
-		rep:  &Report{Driver: h.Name, Capabilities: caps},
+		h:      h,
+		caps:   caps,
+		ifs:    ifs,
+		ttl:    h.TTL,
+		id:     id,
+		rep:    &Report{Driver: h.Name, Capabilities: caps, Interfaces: ifs},
+		probes: make(map[*testing.T]backend.Driver),
 	}
 	for _, c := range checks {
 		s.run(t, c)
 	}
 	return s.rep
+}
+
+// tryOnce checks that d can make one attempt without waiting: twice on a
+// fresh name, the second finding the first's hold.
+func tryOnce(ctx context.Context, d backend.Driver, name string) error {
+	const why = "the driver has no attempt that does not wait: Acquire must take a free lock at once and return ErrHeld (wrapped) for a held one, never wait; a store that can only wait (a blocking lock recipe) cannot back TryLock"
+	actx, cancel := context.WithTimeout(ctx, quick)
+	defer cancel()
+	l, err := d.Acquire(actx, backend.Request{Name: name, Owner: name + "/a", TTL: 30 * time.Second})
+	if err != nil {
+		return fmt.Errorf("%s (Acquire of a free lock: %v)", why, err)
+	}
+	defer l.Release(context.WithoutCancel(ctx))
+	_, err = d.Acquire(actx, backend.Request{Name: name, Owner: name + "/b", TTL: 30 * time.Second})
+	switch {
+	case err == nil:
+		return errors.New("two owners both acquired a free lock: the driver does not exclude")
+	case errors.Is(err, backend.ErrHeld):
+		return nil
+	case actx.Err() != nil:
+		return fmt.Errorf("%s (Acquire of a held lock did not return within %v)", why, quick)
+	default:
+		return fmt.Errorf("%s (Acquire of a held lock: %v)", why, err)
+	}
 }
 
 // check is one behaviour the suite proves.
@@ -171,20 +257,11 @@ type check struct {
 }
 
 func (s *suite) run(t *testing.T, c check) {
-	outcome := NotRun
-	t.Run(c.name, func(t *testing.T) {
-		// Recorded however the check ends: pass, fail, skip (t.Skip
-		// runs deferred calls too).
-		defer func() {
-			switch {
-			case t.Failed():
-				outcome = Failed
-			case t.Skipped():
-				outcome = Skipped
-			default:
-				outcome = Passed
-			}
-		}()
+	ran, skipped := false, false
+	ok := t.Run(c.name, func(t *testing.T) {
+		ran = true
+		// Registered first, so it runs after every other cleanup.
+		t.Cleanup(func() { skipped = t.Skipped() })
 		if c.skip != nil {
 			if why := c.skip(s); why != "" {
 				t.Skip(why)
@@ -198,6 +275,16 @@ func (s *suite) run(t *testing.T, c check) {
 		defer stall.Stop()
 		c.run(t, s)
 	})
+	// t.Run's result counts the check's cleanups and the race detector.
+	outcome := Passed
+	switch {
+	case !ran:
+		outcome = NotRun // filtered out by -run
+	case !ok:
+		outcome = Failed
+	case skipped:
+		outcome = Skipped
+	}
 	s.mu.Lock()
 	s.rep.Checks = append(s.rep.Checks, CheckResult{Name: c.name, Proves: c.proves, Outcome: outcome})
 	s.mu.Unlock()
@@ -312,4 +399,49 @@ func (s *suite) free(t *testing.T, ctx context.Context, c *locker.Client, name s
 		mustUnlock(t, ctx, m)
 	}
 	return ok
+}
+
+// probeDriver returns the check's driver for looking at the store, made
+// on first use and closed by closeProbe or the check's cleanup.
+func (s *suite) probeDriver(t *testing.T) backend.Driver {
+	t.Helper()
+	s.mu.Lock()
+	d := s.probes[t]
+	s.mu.Unlock()
+	if d != nil {
+		return d
+	}
+	d = s.driver(t)
+	s.mu.Lock()
+	s.probes[t] = d
+	s.mu.Unlock()
+	t.Cleanup(func() { s.closeProbe(t) })
+	return d
+}
+
+// openProbe makes the check's probe driver now, when the driver can be
+// inspected, so that a check counting goroutines counts the probe's
+// among those before (a client such as gRPC's or go-zookeeper's runs
+// goroutines of its own, and may connect to further servers a little
+// later: open it early, not just before the count).
+func (s *suite) openProbe(t *testing.T) {
+	t.Helper()
+	if s.ifs.QueueInspector || s.ifs.Inspector {
+		s.probeDriver(t)
+	}
+}
+
+// closeProbe closes the check's probe driver, if it has one open.
+func (s *suite) closeProbe(t *testing.T) {
+	t.Helper()
+	s.mu.Lock()
+	d := s.probes[t]
+	delete(s.probes, t)
+	s.mu.Unlock()
+	if d == nil {
+		return
+	}
+	if err := d.Close(); err != nil {
+		t.Errorf("Close of the probe driver: %v", err)
+	}
 }

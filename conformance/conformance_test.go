@@ -2,8 +2,11 @@ package conformance_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -14,29 +17,47 @@ import (
 	"github.com/golocker/locker/locallock"
 )
 
-const brokenEnv = "LOCKER_CONFORMANCE_BROKEN"
+const (
+	brokenEnv = "LOCKER_CONFORMANCE_BROKEN"
+	reportEnv = "LOCKER_CONFORMANCE_REPORT"
+)
 
 // TestBrokenDriverSuite runs the suite against one broken driver. It runs
 // only in the subprocess started by TestSuiteCatchesBrokenDrivers, where it
-// is expected to fail.
+// is expected to fail; it writes the suite's report where that test says.
 func TestBrokenDriverSuite(t *testing.T) {
 	kind := os.Getenv(brokenEnv)
 	if kind == "" {
 		t.Skip("run by TestSuiteCatchesBrokenDrivers")
 	}
 	store := locallock.NewStore()
-	conformance.Run(t, conformance.Harness{
-		Name:      kind,
-		NewDriver: func(context.Context) (backend.Driver, error) { return broken.New(kind, store), nil },
-		TTL:       300 * time.Millisecond,
-		Timeout:   20 * time.Second,
-		Scale:     500,
+	rep := conformance.Run(t, conformance.Harness{
+		Name: kind,
+		NewDriver: func(context.Context) (backend.Driver, error) {
+			d, _ := broken.New(kind, store)
+			return d, nil
+		},
+		NewFaultyDriver: func(context.Context) (backend.Driver, conformance.Faults, error) {
+			d, f := broken.New(kind, store)
+			return d, f, nil
+		},
+		TTL:     300 * time.Millisecond,
+		Timeout: 20 * time.Second,
+		Scale:   500,
 	})
+	b, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(os.Getenv(reportEnv), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestSuiteCatchesBrokenDrivers proves that the suite fails each broken
-// driver, in the checks that should catch it. Each suite runs in a
-// subprocess, since a failing suite fails the test that runs it.
+// driver, in the checks that should catch it, and that its report says so.
+// Each suite runs in a subprocess, since a failing suite fails the test
+// that runs it, and only the checks that should catch the driver run.
 func TestSuiteCatchesBrokenDrivers(t *testing.T) {
 	if os.Getenv(brokenEnv) != "" {
 		t.Skip("in the subprocess")
@@ -55,36 +76,136 @@ func TestSuiteCatchesBrokenDrivers(t *testing.T) {
 			"lock/returns_the_ctx_error_and_leaves_nothing_behind",
 		},
 		broken.OverDeclares: {
-			"declaration/inspect_matches_the_inspector_interface",
+			"declaration/notify_and_fifo_come_with_the_interfaces_they_need",
 			"declaration/lost_channel_and_token_match_the_declaration",
 		},
+		broken.SameDriverStale: {
+			"spi/a_stale_owner_on_the_same_driver_never_frees_the_next_owners_lock",
+		},
+		broken.StaleGrant: {
+			"faults/a_waiter_paused_past_its_lease_or_session_returns_a_real_hold_with_a_fresh_token_or_an_error",
+		},
+		broken.PhantomWaiter: {
+			"faults/a_waiter_paused_past_its_lease_or_session_returns_a_real_hold_with_a_fresh_token_or_an_error",
+		},
+		broken.AbandonsWait: {
+			"lock/an_abandoned_wait_leaves_nothing_in_the_store_or_the_process",
+		},
+		broken.StrandsOnDeadline: {
+			"lock/short_deadlines_racing_the_request_leave_the_lock_free",
+			"faults/an_acquisition_whose_ctx_ends_while_its_request_is_in_flight_leaves_the_lock_free",
+		},
+		broken.GivesUpAfterTTL: {
+			"lock/without_a_deadline_waits_as_long_as_the_holder_holds",
+		},
+		broken.PrefixBlocks: {
+			"input/parent_child_and_prefix_names_are_distinct_locks",
+		},
+		broken.CloseFails: {
+			"trylock/returns_at_once_when_held_elsewhere",
+		},
+		broken.DataRace: {
+			"exclusion/one_owner_at_a_time_across_clients_and_goroutines",
+		},
+		broken.BlockingOnly: nil, // refused before any check
+	}
+	// Checks that must pass on the broken driver, to show that a failure in
+	// a cleanup or under the race detector is what fails the others.
+	control := map[string][]string{
+		broken.SameDriverStale:   {"spi/stale_renew_and_release_are_refused"},
+		broken.StrandsOnDeadline: {"trylock/returns_at_once_when_held_elsewhere"},
+		broken.PrefixBlocks:      {"input/unusual_names_are_distinct_locks"},
+		broken.DataRace:          {"trylock/returns_at_once_when_held_elsewhere"},
 	}
 	for _, kind := range broken.Kinds {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
+			if kind == broken.DataRace && !raceEnabled {
+				t.Skip("only the race detector sees this driver's fault")
+			}
+			checks := append(append([]string(nil), want[kind]...), control[kind]...)
+			run := "^TestBrokenDriverSuite$"
+			if len(checks) > 0 {
+				// A -run pattern is split at each "/": one alternation
+				// per level of the check names.
+				run = "^TestBrokenDriverSuite$/" + levels(checks)
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
-			cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestBrokenDriverSuite$", "-test.v", "-test.timeout=150s")
-			cmd.Env = append(os.Environ(), brokenEnv+"="+kind)
+			reportPath := filepath.Join(t.TempDir(), "report.json")
+			cmd := exec.CommandContext(ctx, os.Args[0], "-test.run="+run, "-test.v", "-test.timeout=150s")
+			cmd.Env = append(os.Environ(), brokenEnv+"="+kind, reportEnv+"="+reportPath)
 			out, err := cmd.CombinedOutput()
+			text := string(out)
+			defer func() {
+				if t.Failed() {
+					t.Logf("suite output:\n%s", text)
+				}
+			}()
 			if err == nil {
-				t.Fatalf("the suite passed the %s driver:\n%s", kind, out)
+				t.Fatalf("the suite passed the %s driver", kind)
 			}
 			if ctx.Err() != nil {
-				t.Fatalf("the suite hung on the %s driver:\n%s", kind, out)
+				t.Fatalf("the suite hung on the %s driver", kind)
 			}
-			text := string(out)
 			if strings.Contains(text, "panic: ") {
-				t.Errorf("the suite crashed instead of failing checks:\n%s", text)
+				t.Errorf("the suite crashed instead of failing checks")
+			}
+			if kind == broken.BlockingOnly {
+				if !strings.Contains(text, "conformance: refused: the driver has no attempt that does not wait") {
+					t.Error("the suite did not refuse the blocking-only driver with its one message")
+				}
+				if strings.Contains(text, "--- FAIL: TestBrokenDriverSuite/") {
+					t.Error("the suite ran checks on a driver it refuses")
+				}
+				return
 			}
 			for _, check := range want[kind] {
 				if !strings.Contains(text, "--- FAIL: TestBrokenDriverSuite/"+check+" ") {
 					t.Errorf("check %s did not fail for the %s driver", check, kind)
 				}
 			}
-			if t.Failed() {
-				t.Logf("suite output:\n%s", text)
+			b, err := os.ReadFile(reportPath)
+			if err != nil {
+				t.Fatalf("the suite wrote no report: %v", err)
+			}
+			var rep conformance.Report
+			if err := json.Unmarshal(b, &rep); err != nil {
+				t.Fatal(err)
+			}
+			outcome := map[string]conformance.Outcome{}
+			for _, c := range rep.Checks {
+				outcome[c.Name] = c.Outcome
+			}
+			for _, check := range want[kind] {
+				if outcome[check] != conformance.Failed {
+					t.Errorf("the report says %s %q for the %s driver, want %q", check, outcome[check], kind, conformance.Failed)
+				}
+			}
+			for _, check := range control[kind] {
+				if outcome[check] != conformance.Passed {
+					t.Errorf("the report says %s %q for the %s driver, want %q (the control)", check, outcome[check], kind, conformance.Passed)
+				}
 			}
 		})
 	}
+}
+
+// levels turns check names "a/b" into a -run pattern "(^a$)/(^b$)" that
+// matches exactly those checks (with each level an alternation).
+func levels(checks []string) string {
+	var first, second []string
+	seen := map[string]bool{}
+	for _, c := range checks {
+		a, b, _ := strings.Cut(c, "/")
+		if !seen["1"+a] {
+			first = append(first, "^"+regexp.QuoteMeta(a)+"$")
+			seen["1"+a] = true
+		}
+		if !seen["2"+b] {
+			second = append(second, "^"+regexp.QuoteMeta(b)+"$")
+			seen["2"+b] = true
+		}
+	}
+	return "(" + strings.Join(first, "|") + ")/(" + strings.Join(second, "|") + ")"
 }

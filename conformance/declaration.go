@@ -23,25 +23,16 @@ var declarationChecks = []check{
 		},
 	},
 	{
-		name:   "declaration/inspect_matches_the_inspector_interface",
-		proves: []string{CapDeclaration, CapInspect},
+		name:   "declaration/notify_and_fifo_come_with_the_interfaces_they_need",
+		proves: []string{CapDeclaration, CapNotify, CapFIFO},
 		run: func(t *testing.T, s *suite) {
-			d := s.driver(t)
-			defer d.Close()
-			_, ok := d.(backend.Inspector)
-			if ok != s.caps.Inspect {
-				t.Errorf("declares Inspect=%v, implements backend.Inspector=%v", s.caps.Inspect, ok)
+			if s.caps.Notify && !s.ifs.Waiter && !s.ifs.Watcher {
+				t.Error("declares Notify but implements neither backend.Waiter nor backend.Watcher: nothing could wake a waiter")
 			}
-		},
-	},
-	{
-		name:   "declaration/fifo_drivers_can_count_waiters",
-		proves: []string{CapDeclaration, CapFIFO},
-		skip:   needFIFO,
-		run: func(t *testing.T, s *suite) {
-			d := s.driver(t)
-			defer d.Close()
-			if _, ok := d.(backend.QueueInspector); !ok {
+			if s.caps.FIFO && !s.ifs.Waiter {
+				t.Error("declares FIFO but does not implement backend.Waiter: only a queue in the store keeps the order")
+			}
+			if s.caps.FIFO && !s.ifs.QueueInspector {
 				t.Error("declares FIFO but does not implement backend.QueueInspector, which the suite needs to prove the order")
 			}
 		},

@@ -96,20 +96,11 @@ var expiryChecks = []check{
 		run: func(t *testing.T, s *suite) {
 			ctx := s.ctx(t)
 			name := s.name(t, "l")
-			c, cut := s.cuttable(t)
+			c, f := s.faultyClient(t)
 			a := c.NewMutex(name)
 			mustLock(t, ctx, a)
-			cut()
-			b := s.client(t).NewMutex(name)
-			if ok, err := b.LockTimeout(ctx, 10*s.ttl+quick); !ok || err != nil {
-				t.Fatalf("LockTimeout after the owner was cut off = %v, %v; want true", ok, err)
-			}
-			defer mustUnlock(t, ctx, b)
-			select {
-			case <-a.Lost():
-			default:
-				t.Fatal("another owner got the lock before the cut-off owner was told its hold was lost")
-			}
+			f.Cut()
+			s.takeOver(t, ctx, a, 10*s.ttl+quick, "the owner is cut off")
 		},
 	},
 }

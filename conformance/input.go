@@ -3,6 +3,7 @@ package conformance
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -105,6 +106,49 @@ var inputChecks = []check{
 			// character is another lock.
 			if !s.free(t, ctx, b, base+"quote`") {
 				t.Error("a name differing from held names only by its last character is not free")
+			}
+		},
+	},
+	{
+		name:   "input/parent_child_and_prefix_names_are_distinct_locks",
+		proves: []string{CapInput, CapExclusion},
+		run: func(t *testing.T, s *suite) {
+			ctx := s.ctx(t)
+			a, b, probe := s.client(t), s.client(t), s.client(t)
+			base := s.name(t, "")
+			// The child first, then its parent, then the rest: in a store
+			// of paths (ZooKeeper) or key ranges (etcd) a parent must not
+			// block, nor be blocked by, its children.
+			names := []string{base + "x/y", base + "x", base + "x/y/z", base + "x/", base + "xy", base + "x-", base + "x/y2"}
+			clients := []*locker.Client{a, b}
+			for i, n := range names {
+				m := clients[i%2].NewMutex(n)
+				ok, err := m.TryLock(ctx)
+				if err != nil || !ok {
+					t.Fatalf("TryLock(%q) while %q are held = %v, %v; want true", n, names[:i], ok, err)
+				}
+				defer m.Unlock(ctx)
+			}
+			for _, n := range names {
+				if s.free(t, ctx, probe, n) {
+					t.Errorf("%q: another client took a held lock", n)
+				}
+			}
+			if s.ifs.Inspector {
+				in := s.probeDriver(t).(backend.Inspector)
+				hs, err := in.Holds(ctx, base+"x/")
+				if err != nil {
+					t.Fatalf("Holds: %v", err)
+				}
+				var got []string
+				for _, h := range hs {
+					got = append(got, h.Name)
+				}
+				slices.Sort(got)
+				want := []string{base + "x/", base + "x/y", base + "x/y/z", base + "x/y2"}
+				if !slices.Equal(got, want) {
+					t.Errorf("Holds(%q) = %q, want %q", base+"x/", got, want)
+				}
 			}
 		},
 	},

@@ -25,23 +25,24 @@ var lostChecks = []check{
 				ttl, bound = 60*time.Second, quick
 			}
 			m := s.client(t).NewMutex(name, locker.WithTTL(ttl))
-			mustLock(t, ctx, m)
-			mustLock(t, ctx, m) // re-entered: every level learns of the loss
+			octx := locker.WithOwner(ctx)
+			mustLock(t, octx, m)
+			mustLock(t, octx, m) // re-entered: every level learns of the loss
 			s.drop(t, ctx, name)
 			select {
 			case <-m.Lost():
 			case <-time.After(bound):
 				t.Fatalf("Lost did not close within %v of the drop", bound)
 			}
-			if err := m.Lock(ctx); !errors.Is(err, locker.ErrLost) {
-				t.Errorf("Lock on a handle whose hold was lost = %v, want ErrLost", err)
+			if err := m.Lock(octx); !errors.Is(err, locker.ErrLost) {
+				t.Errorf("Lock by the owner whose hold was lost = %v, want ErrLost", err)
 			}
 			for range 2 {
-				if err := m.Unlock(ctx); !errors.Is(err, locker.ErrLost) {
+				if err := m.Unlock(octx); !errors.Is(err, locker.ErrLost) {
 					t.Errorf("Unlock after the loss = %v, want ErrLost", err)
 				}
 			}
-			if err := m.Unlock(ctx); !errors.Is(err, locker.ErrNotHeld) {
+			if err := m.Unlock(octx); !errors.Is(err, locker.ErrNotHeld) {
 				t.Errorf("Unlock past the levels of the lost hold = %v, want ErrNotHeld", err)
 			}
 			// The handle is usable again.

@@ -39,7 +39,7 @@ var notifyChecks = []check{
 					}
 					got <- time.Now()
 				}()
-				s.awaitWaiters(t, ctx, bc.Driver(), name, 1)
+				s.awaitWaiters(t, ctx, name, 1)
 				released := time.Now()
 				mustUnlock(t, ctx, a)
 				var at time.Time
@@ -64,18 +64,15 @@ var notifyChecks = []check{
 			name := s.name(t, "l")
 			holder := s.client(t, locker.WithTTL(60*time.Second)).NewMutex(name)
 			mustLock(t, ctx, holder)
-			c := s.client(t, locker.WithTTL(60*time.Second))
-			q, ok := c.Driver().(backend.QueueInspector)
-			if !ok {
-				t.Fatal("declares FIFO but does not implement backend.QueueInspector")
-			}
 			order := make(chan int, n)
 			proceed := make([]chan struct{}, n)
 			waiters := make([]*locker.Mutex, n)
 			var wg sync.WaitGroup
 			defer wg.Wait()
 			for i := range n {
-				waiters[i] = c.NewMutex(name)
+				// A Client each: a Client's own waiters for a name queue
+				// in the Client, and only the first of them in the store.
+				waiters[i] = s.client(t, locker.WithTTL(60*time.Second)).NewMutex(name)
 				proceed[i] = make(chan struct{})
 				wg.Add(1)
 				go func() {
@@ -91,7 +88,7 @@ var notifyChecks = []check{
 					}
 				}()
 				// The next waiter arrives only once this one is queued.
-				s.awaitWaiters(t, ctx, c.Driver(), name, i+1)
+				s.awaitWaiters(t, ctx, name, i+1)
 			}
 			mustUnlock(t, ctx, holder)
 			var got []int
@@ -100,8 +97,8 @@ var notifyChecks = []check{
 				within(t, 10*time.Second, fmt.Sprintf("grant %d", i), func() { w = <-order })
 				got = append(got, w)
 				// Only the next waiter was woken: the rest still wait.
-				if k, err := q.Waiters(ctx, name); err != nil || k != n-1-i {
-					t.Errorf("after grant %d: Waiters = %d, %v; want %d", i, k, err, n-1-i)
+				if k, _ := s.waiters(t, ctx, name); k != n-1-i {
+					t.Errorf("after grant %d: Waiters = %d; want %d", i, k, n-1-i)
 				}
 				close(proceed[w])
 			}
@@ -112,12 +109,48 @@ var notifyChecks = []check{
 	},
 }
 
-// awaitWaiters waits until n owners wait for name, when the driver can count
-// them; otherwise it gives the waiter a moment to start waiting.
-func (s *suite) awaitWaiters(t *testing.T, ctx context.Context, d backend.Driver, name string, n int) {
+// waiters counts the owners waiting for name in the store, through a
+// driver of its own, when the driver can count them.
+func (s *suite) waiters(t *testing.T, ctx context.Context, name string) (int, bool) {
 	t.Helper()
-	q, ok := d.(backend.QueueInspector)
-	if !ok {
+	if !s.ifs.QueueInspector {
+		return 0, false
+	}
+	d := s.probeDriver(t)
+	n, err := d.(backend.QueueInspector).Waiters(ctx, name)
+	if err != nil {
+		t.Fatalf("Waiters: %v", err)
+	}
+	return n, true
+}
+
+// holds lists the holds of exactly name in the store, when the driver can
+// inspect.
+func (s *suite) holds(t *testing.T, ctx context.Context, name string) ([]backend.Hold, bool) {
+	t.Helper()
+	if !s.ifs.Inspector {
+		return nil, false
+	}
+	d := s.probeDriver(t)
+	hs, err := d.(backend.Inspector).Holds(ctx, name)
+	if err != nil {
+		t.Fatalf("Holds: %v", err)
+	}
+	var exact []backend.Hold
+	for _, h := range hs {
+		if h.Name == name {
+			exact = append(exact, h)
+		}
+	}
+	return exact, true
+}
+
+// awaitWaiters waits until n owners wait for name in the store, when the
+// driver can count them; otherwise it gives the waiter a moment to start
+// waiting.
+func (s *suite) awaitWaiters(t *testing.T, ctx context.Context, name string, n int) {
+	t.Helper()
+	if !s.ifs.QueueInspector {
 		// Without a count, a waiter that has not started waiting yet finds
 		// the lock free at its first try: the check then proves less but
 		// stays sound.
@@ -125,10 +158,7 @@ func (s *suite) awaitWaiters(t *testing.T, ctx context.Context, d backend.Driver
 		return
 	}
 	eventually(t, 10*time.Second, fmt.Sprintf("%d waiter(s) queued", n), func() bool {
-		k, err := q.Waiters(ctx, name)
-		if err != nil {
-			t.Fatalf("Waiters: %v", err)
-		}
+		k, _ := s.waiters(t, ctx, name)
 		return k >= n
 	})
 }

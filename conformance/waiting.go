@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/golocker/locker"
 	"github.com/golocker/locker/backend"
 )
 
@@ -31,12 +32,12 @@ var waitingChecks = []check{
 					t.Errorf("TryLock = %v, %v; want false, nil", ok, err)
 				}
 			})
-			// Also at the SPI: Wait=false is ErrHeld, not a wait.
+			// Also at the SPI: Acquire is ErrHeld, not a wait.
 			d := s.driver(t)
 			defer d.Close()
-			within(t, quick, "Acquire with Wait=false on a held lock", func() {
+			within(t, quick, "Acquire on a held lock", func() {
 				if _, err := d.Acquire(ctx, backend.Request{Name: name, Owner: s.id + "-spi", TTL: s.ttl}); !errors.Is(err, backend.ErrHeld) {
-					t.Errorf("Acquire(Wait=false) = %v, want ErrHeld", err)
+					t.Errorf("Acquire = %v, want ErrHeld", err)
 				}
 			})
 		},
@@ -108,9 +109,115 @@ var waitingChecks = []check{
 			if !s.free(t, ctx, s.client(t), name) {
 				t.Error("after the holder released, a waiter that had given up still blocks the lock")
 			}
-			if q, ok := bc.Driver().(backend.QueueInspector); ok {
-				if n, err := q.Waiters(ctx, name); err != nil || n != 0 {
-					t.Errorf("Waiters = %d, %v; want 0 after every waiter gave up", n, err)
+			if n, ok := s.waiters(t, ctx, name); ok && n != 0 {
+				t.Errorf("Waiters = %d; want 0 after every waiter gave up", n)
+			}
+		},
+	},
+	{
+		name:   "lock/an_abandoned_wait_leaves_nothing_in_the_store_or_the_process",
+		proves: []string{CapCancellation},
+		run: func(t *testing.T, s *suite) {
+			ctx := s.ctx(t)
+			name := s.name(t, "l")
+			probe := s.client(t)
+			s.openProbe(t)
+			ac := s.client(t)
+			a := ac.NewMutex(name)
+			mustLock(t, ctx, a)
+			bc := s.client(t)
+			// Warm the waiting client up, so that what it keeps for its
+			// life (connections, a subscription that its first wait
+			// opens) is counted before: it waits once, on another name.
+			warmName := s.name(t, "warm")
+			warm := ac.NewMutex(warmName)
+			mustLock(t, ctx, warm)
+			if ok, err := bc.NewMutex(warmName).LockTimeout(ctx, 100*time.Millisecond); ok || err != nil {
+				t.Fatalf("LockTimeout of a held lock = %v, %v; want false, nil", ok, err)
+			}
+			mustUnlock(t, ctx, warm)
+			before := goroutines()
+			wctx, cancel := context.WithCancel(ctx)
+			got := make(chan error, 1)
+			go func() { got <- bc.NewMutex(name).Lock(wctx) }()
+			s.awaitWaiters(t, ctx, name, 1)
+			cancel()
+			within(t, quick, "a Lock whose ctx was cancelled", func() {
+				if err := <-got; !errors.Is(err, context.Canceled) {
+					t.Errorf("Lock = %v, want context.Canceled", err)
+				}
+			})
+			settleGoroutines(t, before, "the abandoned wait's goroutines")
+			if n, ok := s.waiters(t, ctx, name); ok && n != 0 {
+				t.Errorf("the store counts %d waiter(s) after the only one gave up", n)
+			}
+			mustUnlock(t, ctx, a)
+			// The store must not hand the lock to the abandoned wait: the
+			// lock is free now, and stays free.
+			for i := range 3 {
+				if !s.free(t, ctx, probe, name) {
+					t.Fatalf("probe %d: the lock is held after its holder released and its only waiter gave up", i)
+				}
+				if hs, ok := s.holds(t, ctx, name); ok && len(hs) != 0 {
+					t.Fatalf("probe %d: the store lists %v on a lock nobody holds", i, hs)
+				}
+				time.Sleep(s.ttl / 3)
+			}
+		},
+	},
+	{
+		name:   "lock/without_a_deadline_waits_as_long_as_the_holder_holds",
+		proves: []string{CapExclusion, CapRenewal},
+		run: func(t *testing.T, s *suite) {
+			ctx := s.ctx(t)
+			name := s.name(t, "l")
+			a := s.client(t).NewMutex(name)
+			mustLock(t, ctx, a)
+			// No deadline: only a cancel, for the check's own end.
+			wctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			got := make(chan error, 1)
+			b := s.client(t).NewMutex(name)
+			go func() { got <- b.Lock(wctx) }()
+			hold := 4*max(s.ttl, s.h.SessionTTL) + s.ttl/2
+			select {
+			case err := <-got:
+				t.Fatalf("Lock with no deadline returned %v while the holder still held the lock", err)
+			case <-time.After(hold):
+			}
+			mustUnlock(t, ctx, a)
+			within(t, s.settle(), "the waiter after the release", func() {
+				if err := <-got; err != nil {
+					t.Errorf("Lock = %v, want nil once the holder released", err)
+				}
+			})
+			mustUnlock(t, ctx, b)
+		},
+	},
+	{
+		name:   "lock/short_deadlines_racing_the_request_leave_the_lock_free",
+		proves: []string{CapCancellation},
+		run: func(t *testing.T, s *suite) {
+			ctx := s.ctx(t)
+			name := s.name(t, "l")
+			c := s.client(t, locker.WithTTL(60*time.Second))
+			probe := s.client(t)
+			// Deadlines from nothing to a few round trips: some end
+			// before the request is sent, some while it is in flight,
+			// some after the reply.
+			for i := range 60 {
+				d := time.Duration(i%20) * 250 * time.Microsecond
+				dctx, cancel := context.WithTimeout(ctx, d)
+				m := c.NewMutex(name)
+				ok, err := m.TryLock(dctx)
+				cancel()
+				if ok {
+					mustUnlock(t, ctx, m)
+				} else if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+					t.Fatalf("TryLock with a %v deadline = %v, want nil or DeadlineExceeded", d, err)
+				}
+				if !s.free(t, ctx, probe, name) {
+					t.Fatalf("after a TryLock with a %v deadline (%v, %v), the lock is held by nobody", d, ok, err)
 				}
 			}
 		},

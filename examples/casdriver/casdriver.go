@@ -1,8 +1,8 @@
 // Package casdriver is an example golocker driver, written the way a driver
 // for a store we do not ship would be: a key-value store that offers only
 // get, compare-and-swap and an atomic counter, with expiry timestamps kept
-// in the value. It polls while waiting (backoff with jitter), renews and
-// releases with a compare-and-swap on the owner, and fences with the
+// in the value. Acquire is one compare-and-swap (package locker does the
+// waiting), and it renews and releases with a compare-and-swap on the owner, and fences with the
 // store-wide counter, so a record can be deleted on release and tokens
 // still grow.
 // docs/writing-a-driver.md walks through it; casdriver_test.go runs the
@@ -11,7 +11,6 @@ package casdriver
 
 import (
 	"context"
-	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -81,7 +80,8 @@ type Driver struct{ s *Store }
 // New returns a Driver on s.
 func New(s *Store) *Driver { return &Driver{s: s} }
 
-// Capabilities: fencing and expiry; waiting polls, and loss is found by
+// Capabilities: fencing and expiry; waiting is package locker's (attempts
+// with back-off bounded by the holder's lease), and loss is found by
 // renewal.
 func (d *Driver) Capabilities() backend.Capabilities {
 	return backend.Capabilities{Fencing: true, Expiry: true, CrossProcess: true}
@@ -90,39 +90,21 @@ func (d *Driver) Capabilities() backend.Capabilities {
 // Close implements backend.Driver.
 func (d *Driver) Close() error { return nil }
 
-// Acquire implements backend.Driver: try, and while waiting, poll with
-// capped exponential backoff and jitter.
-func (d *Driver) Acquire(ctx context.Context, r backend.Request) (backend.Lease, error) {
-	backoff := time.Millisecond
-	for {
-		start := time.Now()
-		if l := d.try(r, start); l != nil {
-			return l, nil
-		}
-		if !r.Wait {
-			return nil, backend.ErrHeld
-		}
-		sleep := backoff/2 + rand.N(backoff/2+1)
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(sleep):
-		}
-		backoff = min(2*backoff, 50*time.Millisecond)
-	}
-}
-
-func (d *Driver) try(r backend.Request, now time.Time) *lease {
+// Acquire implements backend.Driver: one compare-and-swap. When the lock is
+// held it says how long the holder's lease has left, so that a waiter does
+// not poll sooner than it must.
+func (d *Driver) Acquire(_ context.Context, r backend.Request) (backend.Lease, error) {
+	now := time.Now()
 	old := d.s.Get(r.Name)
 	if old.Owner != "" && now.Before(old.Expires) {
-		return nil
+		return nil, &backend.HeldError{Left: old.Expires.Sub(now), Owner: old.Owner, Token: old.Fence}
 	}
 	// A token taken by a failed swap is never used; tokens need only grow.
 	next := Record{Owner: r.Owner, Expires: now.Add(r.TTL), Fence: d.s.Incr()}
 	if !d.s.CompareAndSwap(r.Name, old, next) {
-		return nil
+		return nil, backend.ErrHeld // someone else's swap won
 	}
-	return &lease{d: d, name: r.Name, owner: r.Owner, token: next.Fence, start: now}
+	return &lease{d: d, name: r.Name, owner: r.Owner, token: next.Fence, start: now}, nil
 }
 
 type lease struct {
@@ -132,9 +114,9 @@ type lease struct {
 	start       time.Time
 }
 
-func (l *lease) Token() uint64         { return l.token }
-func (l *lease) Start() time.Time      { return l.start }
-func (l *lease) Lost() <-chan struct{} { return nil }
+func (l *lease) Token() uint64             { return l.token }
+func (l *lease) Start() time.Time          { return l.start }
+func (l *lease) Lost() *backend.LostSignal { return nil }
 func (l *lease) mine(r Record, now time.Time) bool {
 	return r.Owner == l.owner && now.Before(r.Expires)
 }

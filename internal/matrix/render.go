@@ -13,12 +13,12 @@ import (
 // row is one line of the matrix.
 type row struct {
 	title string
-	cap   string                             // the conformance capability that proves it
-	decl  func(c backend.Capabilities) *bool // nil: every driver must have it
+	cap   string                           // the conformance capability that proves it
+	decl  func(r *conformance.Report) bool // nil: every driver must have it
 }
 
-func declared(f func(c backend.Capabilities) bool) func(c backend.Capabilities) *bool {
-	return func(c backend.Capabilities) *bool { v := f(c); return &v }
+func declared(f func(c backend.Capabilities) bool) func(r *conformance.Report) bool {
+	return func(r *conformance.Report) bool { return f(r.Capabilities) }
 }
 
 var rows = []row{
@@ -32,7 +32,7 @@ var rows = []row{
 	{title: "FIFO fairness", cap: conformance.CapFIFO, decl: declared(func(c backend.Capabilities) bool { return c.FIFO })},
 	{title: "Lost signal pushed by the store", cap: conformance.CapLostSignal, decl: declared(func(c backend.Capabilities) bool { return c.LostSignal })},
 	{title: "Holds kept alive by a session", cap: conformance.CapSessionLease, decl: declared(func(c backend.Capabilities) bool { return c.SessionLease })},
-	{title: "Inspect and force-release", cap: conformance.CapInspect, decl: declared(func(c backend.Capabilities) bool { return c.Inspect })},
+	{title: "Inspect and force-release", cap: conformance.CapInspect, decl: func(r *conformance.Report) bool { return r.Interfaces.Inspector }},
 	{title: "Thousands of names without growth", cap: conformance.CapScale},
 	{title: "Bad input gives clear errors", cap: conformance.CapInput},
 	{title: "Declaration matches behaviour", cap: conformance.CapDeclaration},
@@ -41,7 +41,7 @@ var rows = []row{
 // cell is what the matrix says of one driver and one row.
 func cell(r row, rep *conformance.Report) string {
 	proved := rep.Proved(r.cap)
-	if r.decl != nil && !*r.decl(rep.Capabilities) {
+	if r.decl != nil && !r.decl(rep) {
 		return "—"
 	}
 	if proved {

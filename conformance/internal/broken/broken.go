@@ -1,10 +1,15 @@
 // Package broken holds deliberately wrong drivers, each breaking one
 // contract, so that a test can prove the conformance suite catches them.
-// They wrap the in-process driver and change one behaviour each.
+// They wrap the in-process driver and change one behaviour each. Each has
+// a fault gate of its own (the suite's Faults), so that the fault checks
+// drive the broken behaviour itself.
 package broken
 
 import (
 	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/golocker/locker/backend"
@@ -21,77 +26,398 @@ const (
 	IgnoresCtx = "ignores-ctx"
 	// OverDeclares claims FIFO and a lost signal it does not have.
 	OverDeclares = "over-declares"
+	// SameDriverStale checks only that the holder is one of the driver's
+	// owners, not this lease's owner (etcd #22082: a stale Unlock on a
+	// session deletes the newer holder's key on the same session).
+	SameDriverStale = "same-driver-stale"
+	// StaleGrant returns, to a waiter that was paused, the token of a
+	// grant from before the pause (golocker's own Redis bug of round 1).
+	StaleGrant = "stale-grant"
+	// PhantomWaiter returns success to a waiter that was paused past its
+	// lease (its session expired) without holding anything (etcd #19597).
+	PhantomWaiter = "phantom-waiter"
+	// AbandonsWait returns when ctx ends but goes on waiting, and takes
+	// the lock for nobody (go-zookeeper's Lock).
+	AbandonsWait = "abandons-wait"
+	// StrandsOnDeadline returns ctx's error when the deadline passes while
+	// the request is in flight, leaving the lock held by nobody
+	// (bsm/redislock, redsync with go-redis ContextTimeoutEnabled).
+	StrandsOnDeadline = "strands-on-deadline"
+	// GivesUpAfterTTL ends a wait without a deadline after one TTL
+	// (bsm/redislock).
+	GivesUpAfterTTL = "gives-up-after-ttl"
+	// PrefixBlocks reports a name held while a name below it ("x/y" for
+	// "x") is held (etcd key ranges).
+	PrefixBlocks = "prefix-blocks"
+	// CloseFails returns an error from Close: only the checks' cleanups
+	// fail.
+	CloseFails = "close-fails"
+	// DataRace writes shared state without synchronisation in Acquire:
+	// only the race detector sees it.
+	DataRace = "data-race"
+	// BlockingOnly has no attempt that does not wait: the suite refuses it.
+	BlockingOnly = "blocking-only"
 )
 
 // Kinds lists every broken driver.
-var Kinds = []string{NoOwnerCheck, ConstantTokens, IgnoresCtx, OverDeclares}
+var Kinds = []string{
+	NoOwnerCheck, ConstantTokens, IgnoresCtx, OverDeclares, SameDriverStale, StaleGrant,
+	PhantomWaiter, AbandonsWait, StrandsOnDeadline, GivesUpAfterTTL, PrefixBlocks, CloseFails,
+	DataRace, BlockingOnly,
+}
 
-// New returns a broken driver of kind on store.
-func New(kind string, store *locallock.Store) backend.Driver {
-	return &driver{Driver: locallock.New(store), kind: kind}
+// Faults is what the suite needs to inject faults (conformance.Faults).
+type Faults interface {
+	Pause()
+	Resume()
+	SetDelay(time.Duration)
+	Cut()
+	Restore()
+}
+
+// New returns a broken driver of kind on store, and its fault controls.
+func New(kind string, store *locallock.Store) (backend.Driver, Faults) {
+	d := &driver{d: locallock.New(store), kind: kind, owners: make(map[string]bool)}
+	if kind == OverDeclares {
+		// No QueueInspector, although it declares FIFO.
+		return d, &d.gate
+	}
+	return &queueDriver{d}, &d.gate
 }
 
 type driver struct {
-	*locallock.Driver
+	gate
+	d    *locallock.Driver
 	kind string
+
+	mu     sync.Mutex
+	owners map[string]bool // SameDriverStale: every owner this driver granted
 }
 
-func (d *driver) Capabilities() backend.Capabilities {
-	c := d.Driver.Capabilities()
-	if d.kind == OverDeclares {
-		// Hide the queue and the lost channel while still claiming them.
-		c.Inspect = false
+type queueDriver struct{ *driver }
+
+func (q *queueDriver) Waiters(ctx context.Context, name string) (int, error) {
+	return q.d.Waiters(ctx, name)
+}
+
+func (d *driver) Capabilities() backend.Capabilities { return d.d.Capabilities() }
+
+func (d *driver) Close() error {
+	d.Resume()
+	err := d.d.Close()
+	if d.kind == CloseFails {
+		return errors.New("broken: close failed")
 	}
-	return c
+	return err
+}
+
+func (d *driver) Holds(ctx context.Context, prefix string) ([]backend.Hold, error) {
+	return d.d.Holds(ctx, prefix)
+}
+
+func (d *driver) ForceRelease(ctx context.Context, name string) error {
+	return d.d.ForceRelease(ctx, name)
 }
 
 func (d *driver) Acquire(ctx context.Context, r backend.Request) (backend.Lease, error) {
-	if d.kind == IgnoresCtx {
-		ctx = context.Background()
+	if d.kind == DataRace {
+		defer raceIfConcurrent()()
 	}
-	l, err := d.Driver.Acquire(ctx, r)
+	switch d.kind {
+	case BlockingOnly:
+		return nil, backend.ErrNotSupported
+	case PrefixBlocks:
+		if hs, _ := d.d.Holds(ctx, r.Name+"/"); len(hs) > 0 {
+			return nil, backend.ErrHeld
+		}
+	}
+	return d.call(ctx, r, d.d.Acquire)
+}
+
+func (d *driver) AcquireWait(ctx context.Context, r backend.Request) (backend.Lease, error) {
+	if d.kind == DataRace {
+		defer raceIfConcurrent()()
+	}
+	switch d.kind {
+	case IgnoresCtx:
+		ctx = context.Background()
+	case GivesUpAfterTTL:
+		if _, ok := ctx.Deadline(); !ok {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, r.TTL)
+			defer cancel()
+		}
+	case AbandonsWait:
+		got := make(chan backend.Lease, 1)
+		go func() {
+			// The wait goes on after ctx ended, and keeps what it gets.
+			l, err := d.d.AcquireWait(context.Background(), r)
+			if err == nil {
+				got <- l
+			}
+		}()
+		select {
+		case l := <-got:
+			return d.wrap(l, r), nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return d.call(ctx, r, d.d.AcquireWait)
+}
+
+// call makes a request through the gate: it waits out a pause before and
+// after, holds the reply back by the delay, and gives back a grant whose
+// reply came after ctx ended (except StrandsOnDeadline).
+func (d *driver) call(ctx context.Context, r backend.Request, op func(context.Context, backend.Request) (backend.Lease, error)) (backend.Lease, error) {
+	if err := d.wait(ctx); err != nil {
+		return nil, err
+	}
+	pausesBefore := d.pauseCount()
+	octx := ctx
+	if d.kind == StrandsOnDeadline {
+		// The request is sent whatever ctx does, after a round trip.
+		octx = context.WithoutCancel(ctx)
+		time.Sleep(time.Millisecond)
+	}
+	l, err := op(octx, r)
+	if werr := d.wait(context.WithoutCancel(ctx)); werr != nil && err == nil {
+		_ = l.Release(context.Background())
+		return nil, werr
+	}
+	if err == nil {
+		if delay := d.currentDelay(); delay > 0 {
+			select {
+			case <-time.After(delay):
+			case <-ctx.Done():
+			}
+		}
+		if ctx.Err() != nil {
+			if d.kind != StrandsOnDeadline {
+				_ = l.Release(context.Background())
+			}
+			return nil, ctx.Err()
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
-	return &lease{Lease: l, d: d, name: r.Name}, nil
+	paused := d.pauseCount() > pausesBefore
+	switch {
+	case paused && d.kind == PhantomWaiter:
+		// Its session expired while it waited: it holds nothing, and
+		// says it does.
+		_ = l.Release(context.Background())
+		return &phantom{token: l.Token()}, nil
+	case paused && d.kind == StaleGrant:
+		// A grant from before the pause, dated now.
+		return &lease{Lease: l, d: d, name: r.Name, owner: r.Owner, token: 1, start: time.Now()}, nil
+	}
+	return d.wrap(l, r), nil
+}
+
+func (d *driver) wrap(l backend.Lease, r backend.Request) backend.Lease {
+	d.mu.Lock()
+	d.owners[r.Owner] = true
+	d.mu.Unlock()
+	return &lease{Lease: l, d: d, name: r.Name, owner: r.Owner}
 }
 
 type lease struct {
 	backend.Lease
-	d    *driver
-	name string
+	d     *driver
+	name  string
+	owner string
+	token uint64    // when set, the token it reports
+	start time.Time // when set, the start it reports
+}
+
+func (l *lease) Start() time.Time {
+	if !l.start.IsZero() {
+		return l.start
+	}
+	return l.Lease.Start()
 }
 
 func (l *lease) Token() uint64 {
-	if l.d.kind == ConstantTokens {
+	switch {
+	case l.token != 0:
+		return l.token
+	case l.d.kind == ConstantTokens:
 		return 7
 	}
 	return l.Lease.Token()
 }
 
-func (l *lease) Lost() <-chan struct{} {
+func (l *lease) Lost() *backend.LostSignal {
 	if l.d.kind == OverDeclares {
 		return nil
 	}
 	return l.Lease.Lost()
 }
 
+// ownedByDriver reports whether name's holder is one of the driver's
+// owners (SameDriverStale's wrong check).
+func (l *lease) ownedByDriver(ctx context.Context) bool {
+	hs, _ := l.d.d.Holds(ctx, l.name)
+	for _, h := range hs {
+		if h.Name == l.name {
+			l.d.mu.Lock()
+			defer l.d.mu.Unlock()
+			return l.d.owners[h.Owner]
+		}
+	}
+	return false
+}
+
 func (l *lease) Renew(ctx context.Context, ttl time.Duration) error {
-	if l.d.kind == NoOwnerCheck {
+	if err := l.d.wait(ctx); err != nil {
+		return err
+	}
+	switch l.d.kind {
+	case NoOwnerCheck:
 		return nil
+	case SameDriverStale:
+		if l.ownedByDriver(ctx) {
+			return nil
+		}
 	}
 	return l.Lease.Renew(ctx, ttl)
 }
 
 func (l *lease) Release(ctx context.Context) error {
-	if l.d.kind == NoOwnerCheck {
-		// Frees whoever holds the name, as a DEL without an owner check
-		// would.
-		err := l.d.ForceRelease(ctx, l.name)
-		if err == backend.ErrNotHeld {
-			return nil
-		}
+	if err := l.d.wait(ctx); err != nil {
 		return err
 	}
+	switch l.d.kind {
+	case NoOwnerCheck:
+		// Frees whoever holds the name, as a DEL without an owner check
+		// would.
+		return ignoreNotHeld(l.d.ForceRelease(ctx, l.name))
+	case SameDriverStale:
+		if l.ownedByDriver(ctx) {
+			return ignoreNotHeld(l.d.ForceRelease(ctx, l.name))
+		}
+	}
 	return l.Lease.Release(ctx)
+}
+
+func ignoreNotHeld(err error) error {
+	if errors.Is(err, backend.ErrNotHeld) {
+		return nil
+	}
+	return err
+}
+
+// phantom is a lease on nothing.
+type phantom struct{ token uint64 }
+
+func (p *phantom) Token() uint64                              { return p.token }
+func (p *phantom) Start() time.Time                           { return time.Now() }
+func (p *phantom) Renew(context.Context, time.Duration) error { return nil }
+func (p *phantom) Release(context.Context) error              { return nil }
+func (p *phantom) Lost() *backend.LostSignal                  { return nil }
+
+// racy is what DataRace writes without a lock.
+//
+//lint:ignore U1000 written only: the race detector is its reader
+var racy int
+
+// inFlight counts DataRace's acquisitions in flight.
+var inFlight atomic.Int32
+
+// raceIfConcurrent is DataRace's fault: an acquisition that starts while
+// another is in flight (several clients contend) writes racy from two
+// goroutines that nothing orders, which the race detector sees every time.
+// (Plain writes from the contending calls themselves were often ordered
+// by the store's own mutex: seen 8 times in 9.) A lone acquisition does
+// nothing wrong. The function returned ends the acquisition.
+func raceIfConcurrent() func() {
+	if inFlight.Add(1) > 1 {
+		done := make(chan struct{})
+		go func() { racy++; close(done) }()
+		racy++
+		<-done
+	}
+	return func() { inFlight.Add(-1) }
+}
+
+// gate is the broken driver's fault controls: calls, not connections, are
+// paused, delayed and cut.
+type gate struct {
+	mu     sync.Mutex
+	paused chan struct{}
+	pauses int
+	delay  time.Duration
+	cut    bool
+}
+
+func (g *gate) Pause() {
+	g.mu.Lock()
+	if g.paused == nil {
+		g.paused = make(chan struct{})
+		g.pauses++
+	}
+	g.mu.Unlock()
+}
+
+func (g *gate) Resume() {
+	g.mu.Lock()
+	if g.paused != nil {
+		close(g.paused)
+		g.paused = nil
+	}
+	g.mu.Unlock()
+}
+
+func (g *gate) SetDelay(d time.Duration) {
+	g.mu.Lock()
+	g.delay = d
+	g.mu.Unlock()
+}
+
+func (g *gate) Cut() {
+	g.mu.Lock()
+	g.cut = true
+	g.mu.Unlock()
+}
+
+func (g *gate) Restore() {
+	g.mu.Lock()
+	g.cut = false
+	g.mu.Unlock()
+}
+
+func (g *gate) pauseCount() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.pauses
+}
+
+func (g *gate) currentDelay() time.Duration {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.delay
+}
+
+var errCut = errors.New("broken: connection cut")
+
+// wait blocks while paused; it fails when cut or when ctx ends.
+func (g *gate) wait(ctx context.Context) error {
+	for {
+		g.mu.Lock()
+		p, cut := g.paused, g.cut
+		g.mu.Unlock()
+		if cut {
+			return errCut
+		}
+		if p == nil {
+			return nil
+		}
+		select {
+		case <-p:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }

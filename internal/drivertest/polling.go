@@ -1,0 +1,104 @@
+package drivertest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/golocker/locker"
+	"github.com/golocker/locker/backend"
+)
+
+// ServedInArrivalOrder checks the turn-taking of a store whose waiters
+// draw tickets (mysqllock, mongolock): waiters of separate Clients (as of
+// separate processes) get name in the order they began to wait, and the
+// owner that releases it and locks again at once comes after them — it
+// does not take the lock back before waiters that back off between polls.
+// Each Client is opened from url; tickets returns how many tickets of name
+// the store has handed out.
+func ServedInArrivalOrder(t *testing.T, ctx context.Context, url, name string, waiters int, tickets func() int64) {
+	t.Helper()
+	client := func() *locker.Client { return Client(t, ctx, url) }
+	holder := client().NewMutex(name)
+	if err := holder.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	order := make(chan int, waiters+1)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for i := range waiters {
+		m := client().NewMutex(name)
+		wg.Go(func() {
+			if err := m.Lock(ctx); err != nil {
+				t.Error(err)
+				order <- -1
+				return
+			}
+			order <- i
+			time.Sleep(2 * time.Millisecond)
+			if err := m.Unlock(ctx); err != nil {
+				t.Error(err)
+			}
+		})
+		// The next waiter comes once this one has its ticket.
+		Eventually(t, 30*time.Second, fmt.Sprintf("waiter %d has its ticket", i), func() bool { return tickets() == int64(i+1) })
+	}
+	if err := holder.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := holder.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	order <- waiters
+	if err := holder.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for want := range waiters + 1 {
+		if got := <-order; got != want {
+			t.Fatalf("grant %d went to %d, want %d (%d is the releasing owner)", want, got, want, waiters)
+		}
+	}
+}
+
+// FirstAcquireRaces has drivers take a name that nobody took before (a row
+// or document the store must create) all at once, in five rounds: exactly
+// one wins each round, and the others are told the lock is held — no
+// duplicate key error reaches them. check, when not nil, checks the
+// winner's lease.
+func FirstAcquireRaces[D backend.Driver](t *testing.T, ctx context.Context, drivers []D, check func(backend.Lease) error) {
+	t.Helper()
+	for round := range 5 {
+		name := fmt.Sprintf("first/%d", round)
+		start := make(chan struct{})
+		errs := make([]error, len(drivers))
+		var wg sync.WaitGroup
+		for i, d := range drivers {
+			wg.Go(func() {
+				<-start
+				l, err := d.Acquire(ctx, backend.Request{Name: name, Owner: fmt.Sprintf("o%d", i), TTL: time.Minute})
+				if err == nil && check != nil {
+					err = check(l)
+				}
+				errs[i] = err
+			})
+		}
+		close(start)
+		wg.Wait()
+		wins := 0
+		for i, err := range errs {
+			switch {
+			case err == nil:
+				wins++
+			case errors.Is(err, backend.ErrHeld):
+			default:
+				t.Errorf("round %d, owner %d: %v", round, i, err)
+			}
+		}
+		if wins != 1 {
+			t.Errorf("round %d: %d winners, want 1", round, wins)
+		}
+	}
+}

@@ -1,0 +1,143 @@
+package drivertest
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golocker/locker"
+	"github.com/golocker/locker/backend"
+)
+
+// Secret is the password FuzzURL puts in the URLs it parses.
+const Secret = "S3cr3t-Pw"
+
+// BadURLs runs BadURL on each URL of cases, in a subtest of its own; a
+// case's value is what the error must say ("" for anything).
+func BadURLs(t *testing.T, parse func(*url.URL) error, cases map[string]string, secrets ...string) {
+	t.Helper()
+	for raw, want := range cases {
+		t.Run(raw, func(t *testing.T) { BadURL(t, raw, want, parse, secrets...) })
+	}
+}
+
+// BadURL parses raw, a URL the driver must refuse, with parse, and fails t
+// unless the error wraps backend.ErrBadURL, says want and shows none of
+// secrets.
+func BadURL(t *testing.T, raw, want string, parse func(*url.URL) error, secrets ...string) {
+	t.Helper()
+	err := parse(URL(t, raw))
+	if err == nil {
+		t.Fatalf("parseURL(%q) succeeded, want an error saying %q", raw, want)
+	}
+	if !errors.Is(err, backend.ErrBadURL) {
+		t.Errorf("parseURL(%q) = %v, does not wrap ErrBadURL", raw, err)
+	}
+	if !strings.Contains(err.Error(), want) {
+		t.Errorf("parseURL(%q) = %q, does not say %q", raw, err, want)
+	}
+	for _, s := range secrets {
+		if strings.Contains(err.Error(), s) {
+			t.Errorf("parseURL(%q) = %q, shows the password", raw, err)
+		}
+	}
+}
+
+// URL parses raw, or fails t.
+func URL(t testing.TB, raw string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatalf("url.Parse(%q): %v", raw, err)
+	}
+	return u
+}
+
+// FuzzURL fuzzes a driver's URL parser from seeds: each input, with its
+// password (if it has one) replaced by Secret, goes to parse, which must
+// not panic, and whose error must wrap backend.ErrBadURL and not show the
+// password. What parse accepts goes to accepted, to check that it is
+// usable.
+func FuzzURL[C any](f *testing.F, parse func(*url.URL) (C, error), accepted func(t *testing.T, raw string, c C), seeds ...string) {
+	for _, s := range seeds {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		u, err := url.Parse(raw)
+		if err != nil {
+			return
+		}
+		if u.User != nil {
+			if _, has := u.User.Password(); has {
+				u.User = url.UserPassword(u.User.Username(), Secret)
+			}
+		}
+		c, err := parse(u)
+		if err != nil {
+			if !errors.Is(err, backend.ErrBadURL) {
+				t.Fatalf("parseURL(%q): %v does not wrap ErrBadURL", u, err)
+			}
+			if strings.Contains(err.Error(), Secret) {
+				t.Fatalf("parseURL(%q): %v shows the password", u, err)
+			}
+			return
+		}
+		if accepted != nil {
+			accepted(t, raw, c)
+		}
+	})
+}
+
+// OpenFailures runs OpenFails on each of raws, each given timeout.
+func OpenFailures(t *testing.T, pw string, timeout time.Duration, open func(context.Context, string) (backend.Driver, error), raws ...string) {
+	t.Helper()
+	for _, raw := range raws {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		OpenFails(t, ctx, raw, pw, open)
+		cancel()
+	}
+}
+
+// BadOption is a case of BadOptions: an option the driver must refuse.
+type BadOption[O any] struct {
+	Name string // names the subtest
+	Opt  O
+	Want string // what the error says
+}
+
+// BadOptions applies each option of cases with apply, in a subtest of its
+// own, and fails it unless the option is refused with an error that says
+// the case's Want.
+func BadOptions[O any](t *testing.T, apply func(O) error, cases ...BadOption[O]) {
+	t.Helper()
+	for _, c := range cases {
+		t.Run(c.Name, func(t *testing.T) {
+			if err := apply(c.Opt); err == nil || !strings.Contains(err.Error(), c.Want) {
+				t.Errorf("apply = %v, want an error saying %q", err, c.Want)
+			}
+		})
+	}
+}
+
+// OpenFails opens raw, a URL with the password pw that must fail to open
+// (a bad parameter, a missing file, nothing listening), through the
+// driver's open and through locker.Open, and fails t if either succeeds or
+// shows pw in its error.
+func OpenFails(t *testing.T, ctx context.Context, raw, pw string, open func(context.Context, string) (backend.Driver, error)) {
+	t.Helper()
+	if d, err := open(ctx, raw); err == nil {
+		_ = d.Close()
+		t.Errorf("Open(%s) succeeded", locker.Redact(raw))
+	} else if strings.Contains(err.Error(), pw) {
+		t.Errorf("Open(%s) error shows the password: %v", locker.Redact(raw), err)
+	}
+	if c, err := locker.Open(ctx, raw); err == nil {
+		_ = c.Close()
+		t.Errorf("locker.Open(%s) succeeded", locker.Redact(raw))
+	} else if strings.Contains(err.Error(), pw) {
+		t.Errorf("locker.Open(%s) error shows the password: %v", locker.Redact(raw), err)
+	}
+}
