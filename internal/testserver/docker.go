@@ -1,36 +1,34 @@
 package testserver
 
 import (
+	"bufio"
 	"context"
+	"errors"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/testcontainers/testcontainers-go"
-	"github.com/testcontainers/testcontainers-go/wait"
 )
 
 // EnvDocker, set to 0 or false, keeps this package from using Docker even
 // when a daemon answers.
 const EnvDocker = "LOCKER_TEST_DOCKER"
 
-// Images used when a server is started in a container.
-const (
-	RedisImage     = "redis:7.0"
-	EtcdImage      = "gcr.io/etcd-development/etcd:v3.6.16"
-	ZooKeeperImage = "zookeeper:3.8"
-)
-
 const dockerPingTimeout = 3 * time.Second
 
 var dockerOnce = sync.OnceValue(dockerPing)
 
 // DockerAvailable reports whether a Docker daemon answers a ping within a
-// few seconds, so that testcontainers-go can start servers. The answer is
+// few seconds, so that StartContainer can start servers. The answer is
 // computed once per test binary. A docker CLI without a daemon, a missing
 // socket or a daemon that does not answer in time all count as
 // unavailable.
@@ -87,87 +85,130 @@ func dockerPing() bool {
 	return resp.StatusCode == http.StatusOK
 }
 
-// containerSpec is what startContainer needs to run one server.
-type containerSpec struct {
-	image string
-	port  string // the container port to publish, e.g. "6379/tcp"
-	env   map[string]string
-	cmd   []string
-	wait  wait.Strategy
+// ContainerSpec describes a server to run in a container with
+// StartContainer.
+type ContainerSpec struct {
+	Image string            // the image, e.g. "redis:7.0"
+	Port  string            // the container port to publish, e.g. "6379/tcp"
+	Env   map[string]string // environment variables of the container
+	Cmd   []string          // the command, instead of the image's own
+	// WaitLog is a line of the container's log that says the server is
+	// ready, once it has appeared WaitOccurrence times (default once).
+	// The published port must accept connections too.
+	WaitLog        string
+	WaitOccurrence int
 }
 
-// startContainer runs a container and returns the host:port at which its
-// published port is reached. A cleanup removes the container.
-func startContainer(t TB, spec containerSpec) string {
+const (
+	// containerStartTimeout bounds the image's pull and the server's
+	// start, once the helper is built.
+	containerStartTimeout = 3 * time.Minute
+	// containerStopTimeout bounds the removal of a container.
+	containerStopTimeout = 30 * time.Second
+)
+
+// StartContainer runs a container and returns the host:port at which its
+// published port is reached; a cleanup removes the container. Call it only
+// when DockerAvailable reports true.
+//
+// The container is started by the dockerhelper command, a module of its
+// own around testcontainers-go in the directory dockerhelper next to this
+// file, built on first use (see BuildHelper). The helper prints the
+// address once the server is ready and removes the container when its
+// standard input closes, which is also what happens if the test binary
+// dies.
+func StartContainer(t TB, spec ContainerSpec) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	c, err := testcontainers.GenericContainer(ctx, testcontainers.GenericContainerRequest{
-		ContainerRequest: testcontainers.ContainerRequest{
-			Image:        spec.image,
-			ExposedPorts: []string{spec.port},
-			Env:          spec.env,
-			Cmd:          spec.cmd,
-			WaitingFor:   wait.ForAll(wait.ForListeningPort(spec.port), spec.wait).WithDeadline(2 * time.Minute),
-		},
-		Started: true,
-	})
-	if c != nil {
-		t.Cleanup(func() {
-			if err := testcontainers.TerminateContainer(c, testcontainers.StopTimeout(5*time.Second)); err != nil {
-				t.Logf("testserver: removing container %s: %v", spec.image, err)
+	src, err := HelperSource("dockerhelper")
+	if err != nil {
+		t.Fatalf("testserver: starting container %s: %v", spec.Image, err)
+		return ""
+	}
+	bin, took, err := BuildHelper("dockerhelper", src)
+	if err != nil {
+		t.Fatalf("testserver: starting container %s: building the Docker helper: %v", spec.Image, err)
+		return ""
+	}
+	if took > 0 {
+		t.Logf("testserver: built the Docker helper %s in %v", bin, took.Round(time.Millisecond))
+	}
+	logPath := filepath.Join(t.TempDir(), "dockerhelper.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatalf("testserver: %v", err)
+		return ""
+	}
+	cmd := exec.Command(bin, containerArgs(spec)...)
+	cmd.Stderr = logFile
+	stdin, err1 := cmd.StdinPipe()
+	stdout, err2 := cmd.StdoutPipe()
+	if err := errors.Join(err1, err2); err != nil {
+		logFile.Close()
+		t.Fatalf("testserver: %v", err)
+		return ""
+	}
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		t.Fatalf("testserver: starting container %s: %v", spec.Image, err)
+		return ""
+	}
+	exited := make(chan error, 1)
+	lines := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(stdout).ReadString('\n')
+		lines <- strings.TrimSpace(line)
+		_, _ = io.Copy(io.Discard, stdout)
+		exited <- cmd.Wait()
+		logFile.Close()
+	}()
+	t.Cleanup(func() {
+		stdin.Close() // the helper removes the container and exits
+		select {
+		case err := <-exited:
+			if err != nil {
+				t.Logf("testserver: removing container %s: %v; log %s ends:\n%s", spec.Image, err, logPath, tailFile(logPath))
 			}
-		})
+		case <-time.After(containerStopTimeout):
+			_ = cmd.Process.Kill()
+			t.Logf("testserver: the Docker helper did not remove container %s within %v; log %s ends:\n%s",
+				spec.Image, containerStopTimeout, logPath, tailFile(logPath))
+		}
+	})
+	select {
+	case line := <-lines:
+		if addr, ok := strings.CutPrefix(line, "addr "); ok {
+			return addr
+		}
+		t.Fatalf("testserver: starting container %s failed; log %s ends:\n%s", spec.Image, logPath, tailFile(logPath))
+	case <-time.After(containerStartTimeout):
+		t.Fatalf("testserver: container %s not ready after %v; log %s ends:\n%s", spec.Image, containerStartTimeout, logPath, tailFile(logPath))
 	}
+	return ""
+}
+
+// containerArgs turns spec into the dockerhelper's command line.
+func containerArgs(spec ContainerSpec) []string {
+	args := []string{"-image", spec.Image, "-port", spec.Port}
+	keys := make([]string, 0, len(spec.Env))
+	for k := range spec.Env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		args = append(args, "-env", k+"="+spec.Env[k])
+	}
+	if spec.WaitLog != "" {
+		n := max(spec.WaitOccurrence, 1)
+		args = append(args, "-wait-log", spec.WaitLog, "-wait-occurrence", strconv.Itoa(n))
+	}
+	return append(append(args, "--"), spec.Cmd...)
+}
+
+// tailFile returns the last lines of the file at path.
+func tailFile(path string) string {
+	b, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatalf("testserver: starting container %s: %v", spec.image, err)
-		return ""
+		return fmt.Sprintf("(cannot read log: %v)", err)
 	}
-	addr, err := c.PortEndpoint(ctx, spec.port, "")
-	if err != nil {
-		t.Fatalf("testserver: container %s: %v", spec.image, err)
-		return ""
-	}
-	return addr
-}
-
-func redisContainer(t TB) *RedisServer {
-	t.Helper()
-	addr := startContainer(t, containerSpec{
-		image: RedisImage,
-		port:  "6379/tcp",
-		cmd:   []string{"redis-server", "--save", "", "--appendonly", "no"},
-		wait:  wait.ForLog("Ready to accept connections"),
-	})
-	return &RedisServer{Addr: addr}
-}
-
-func etcdContainer(t TB) *EtcdServer {
-	t.Helper()
-	addr := startContainer(t, containerSpec{
-		image: EtcdImage,
-		port:  "2379/tcp",
-		cmd: []string{"/usr/local/bin/etcd",
-			"--data-dir", "/tmp/etcd",
-			"--listen-client-urls", "http://0.0.0.0:2379",
-			"--advertise-client-urls", "http://127.0.0.1:2379",
-		},
-		wait: wait.ForLog("ready to serve client requests"),
-	})
-	return &EtcdServer{Endpoints: []string{addr}}
-}
-
-func zooKeeperContainer(t TB) *ZooKeeperServer {
-	t.Helper()
-	addr := startContainer(t, containerSpec{
-		image: ZooKeeperImage,
-		port:  "2181/tcp",
-		env: map[string]string{
-			"ZOO_TICK_TIME":              "200",
-			"ZOO_4LW_COMMANDS_WHITELIST": "srvr,mntr,ruok",
-			"ZOO_ADMINSERVER_ENABLED":    "false",
-		},
-		wait: wait.ForLog("binding to port"),
-	})
-	return &ZooKeeperServer{Addrs: []string{addr}}
+	return Tail(string(b), logTailLines)
 }

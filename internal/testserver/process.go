@@ -28,10 +28,11 @@ const (
 	logTailLines        = 50
 	sharedLogTailLines  = 10
 	maxLogLine          = 300 // bytes of one log line in a tail
-	// callTimeout bounds one request of a readiness check or fault hook, so
-	// that a paused server makes it fail instead of hang.
-	callTimeout = 2 * time.Second
 )
+
+// CallTimeout bounds one request of a readiness check or fault hook, so
+// that a paused server makes it fail instead of hang.
+const CallTimeout = 2 * time.Second
 
 // ProcessSpec describes a server process for StartProcess.
 type ProcessSpec struct {
@@ -125,7 +126,7 @@ func newProcess(spec ProcessSpec) (*Process, error) {
 	}
 	p := &Process{spec: spec, logPath: filepath.Join(spec.Dir, spec.Name+".log")}
 	if spec.User != "" {
-		cred, err := credentialFor(spec.User, spec.Dir)
+		cred, err := CredentialFor(spec.User, spec.Dir)
 		if err != nil {
 			return nil, fmt.Errorf("process %s: %w", spec.Name, err)
 		}
@@ -134,11 +135,11 @@ func newProcess(spec ProcessSpec) (*Process, error) {
 	return p, nil
 }
 
-// credentialFor returns the credential to run as the named user, or nil when
+// CredentialFor returns the credential to run as the named user, or nil when
 // that is the current user. It gives the user the working directory and the
 // right to traverse its parents below the system temp directory (t.TempDir
 // creates them 0700).
-func credentialFor(name, dir string) (*syscall.Credential, error) {
+func CredentialFor(name, dir string) (*syscall.Credential, error) {
 	u, err := user.Lookup(name)
 	if err != nil {
 		return nil, err
@@ -389,15 +390,15 @@ func (p *Process) killStragglers() {
 		return
 	}
 	deadline := time.Now().Add(killWait)
-	for len(groupMembers(pid)) > 0 && time.Now().Before(deadline) {
+	for len(GroupMembers(pid)) > 0 && time.Now().Before(deadline) {
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
 		time.Sleep(10 * time.Millisecond)
 	}
 }
 
-// groupMembers returns the pids of the live (not zombie) processes in
+// GroupMembers returns the pids of the live (not zombie) processes in
 // process group pgid, read from /proc.
-func groupMembers(pgid int) []int {
+func GroupMembers(pgid int) []int {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
@@ -487,9 +488,9 @@ func (p *Process) LogTail(n int) string {
 	return string(bytes.Join(lines, []byte("\n")))
 }
 
-// startedPIDs returns every pid this Process has started, for tests that
+// StartedPIDs returns every pid this Process has started, for tests that
 // check nothing is left behind.
-func (p *Process) startedPIDs() []int {
+func (p *Process) StartedPIDs() []int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return append([]int(nil), p.pids...)
@@ -561,4 +562,34 @@ func WaitTCP(ctx context.Context, addr string) error {
 		case <-time.After(readyPollInterval):
 		}
 	}
+}
+
+// RunSetup runs a set-up command (mariadb-install-db, initdb) in dir to
+// completion within timeout, as cred's user when cred is not nil, and
+// returns the end of its combined output for error messages.
+func RunSetup(timeout time.Duration, cred *syscall.Credential, dir, path string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, path, args...)
+	cmd.Dir = dir
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "TMPDIR=" + dir, "LANG=C.UTF-8"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: cred}
+	// Kill the whole group on timeout, and do not wait forever for output
+	// pipes held open by a grandchild.
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
+	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		err = fmt.Errorf("%s did not finish within %v: %w", filepath.Base(path), timeout, err)
+	}
+	return Tail(string(out), 30), err
+}
+
+// Tail returns the last n lines of s.
+func Tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }

@@ -23,7 +23,7 @@ func TestStartProcess(t *testing.T) {
 	t.Run("kill_reaches_the_whole_process_group", func(t *testing.T) {
 		t.Parallel()
 		var p *Process
-		withServers(t, func(t *testing.T) []*Process {
+		tracked.WithServers(t, func(t *testing.T) []*Process {
 			// The shell starts a grandchild and waits; only a group
 			// signal kills the grandchild.
 			spec := shell(t, "group", "sleep 300 & echo started; wait")
@@ -45,20 +45,11 @@ func TestStartProcess(t *testing.T) {
 
 	t.Run("stop_pause_resume_restart", func(t *testing.T) {
 		t.Parallel()
-		port := FreePort(t)
-		addr := net.JoinHostPort("127.0.0.1", itoa(port))
 		var p *Process
-		withServers(t, func(t *testing.T) []*Process {
-			bin := redisServerPath()
-			if bin == "" {
-				t.Skip("redis-server not installed")
-			}
-			spec := ProcessSpec{
-				Name:  "redis",
-				Path:  bin,
-				Args:  []string{"--port", itoa(port), "--bind", "127.0.0.1", "--save", "", "--dir", t.TempDir()},
-				Ready: func(ctx context.Context) error { return redisPing(ctx, addr) },
-			}
+		var addr string
+		tracked.WithServers(t, func(t *testing.T) []*Process {
+			var spec ProcessSpec
+			spec, addr = pingServerSpec(t)
 			p = StartProcess(t, spec)
 			return []*Process{p}
 		}, func(t *testing.T) {
@@ -68,7 +59,7 @@ func TestStartProcess(t *testing.T) {
 				t.Fatal(err)
 			}
 			short, cancelShort := context.WithTimeout(ctx, 200*time.Millisecond)
-			err := redisPing(short, addr)
+			err := ping(short, addr)
 			cancelShort()
 			if err == nil {
 				t.Fatal("a paused server answered PING")
@@ -76,7 +67,7 @@ func TestStartProcess(t *testing.T) {
 			if err := p.Resume(); err != nil {
 				t.Fatal(err)
 			}
-			if err := redisPing(ctx, addr); err != nil {
+			if err := ping(ctx, addr); err != nil {
 				t.Fatalf("after resume: %v", err)
 			}
 			old := p.Pid()
@@ -92,7 +83,7 @@ func TestStartProcess(t *testing.T) {
 			if p.Pid() == old {
 				t.Fatalf("restart kept pid %d", old)
 			}
-			if err := redisPing(ctx, addr); err != nil {
+			if err := ping(ctx, addr); err != nil {
 				t.Fatalf("after restart: %v", err)
 			}
 			if err := p.Kill(); err != nil {
@@ -139,7 +130,7 @@ func TestStartProcess(t *testing.T) {
 		if !out.Failed || !strings.Contains(out.Message, "not ready after") || !strings.Contains(out.Message, "still starting") {
 			t.Fatalf("outcome = %+v", out)
 		}
-		if err := processGone(p); err != nil {
+		if err := ProcessGone(p); err != nil {
 			t.Fatal(err)
 		}
 	})

@@ -1,8 +1,9 @@
 package testserver
 
 // Process inspection through /proc for the fault hooks of the SQL and
-// MongoDB servers: waiting until a paused server has really stopped, and
-// reaching children that left the server's process group.
+// MongoDB servers (packages sqlserver and mongoserver): waiting until a
+// paused server has really stopped, and reaching children that left the
+// server's process group.
 
 import (
 	"fmt"
@@ -13,8 +14,8 @@ import (
 	"time"
 )
 
-// childPIDs returns the live direct children of pid, read from /proc.
-func childPIDs(pid int) []int {
+// ChildPIDs returns the live direct children of pid, read from /proc.
+func ChildPIDs(pid int) []int {
 	if pid <= 0 {
 		return nil
 	}
@@ -28,16 +29,16 @@ func childPIDs(pid int) []int {
 		if err != nil {
 			continue
 		}
-		if state, ppid, ok := procStat(child); ok && ppid == pid && state != "Z" {
+		if state, ppid, ok := ProcStat(child); ok && ppid == pid && state != "Z" {
 			kids = append(kids, child)
 		}
 	}
 	return kids
 }
 
-// procStat returns the state and parent pid of a process from
+// ProcStat returns the state and parent pid of a process from
 // /proc/PID/stat, whose command name may hold spaces and parentheses.
-func procStat(pid int) (state string, ppid int, ok bool) {
+func ProcStat(pid int) (state string, ppid int, ok bool) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return "", 0, false
@@ -51,20 +52,21 @@ func procStat(pid int) (state string, ppid int, ok bool) {
 	return f[0], ppid, err == nil
 }
 
-func signalAll(pids []int, sig syscall.Signal) {
+// SignalAll sends sig to each of pids, ignoring errors (a pid may be gone).
+func SignalAll(pids []int, sig syscall.Signal) {
 	for _, pid := range pids {
 		_ = syscall.Kill(pid, sig)
 	}
 }
 
-// waitGone waits until none of pids is alive (zombies count as gone),
+// WaitGone waits until none of pids is alive (zombies count as gone),
 // polling /proc for at most timeout.
-func waitGone(pids []int, timeout time.Duration) error {
+func WaitGone(pids []int, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		var left []int
 		for _, pid := range pids {
-			if state, _, ok := procStat(pid); ok && state != "Z" && state != "X" {
+			if state, _, ok := ProcStat(pid); ok && state != "Z" && state != "X" {
 				left = append(left, pid)
 			}
 		}
@@ -78,10 +80,10 @@ func waitGone(pids []int, timeout time.Duration) error {
 	}
 }
 
-// waitStopped waits until every thread of every one of pids is stopped:
+// WaitStopped waits until every thread of every one of pids is stopped:
 // kill(2) returns before a running thread has taken SIGSTOP, and until it
 // has, the server can still answer.
-func waitStopped(pids []int, timeout time.Duration) error {
+func WaitStopped(pids []int, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		running := 0

@@ -1,12 +1,17 @@
-// Package testserver starts real servers for the tests of golocker's drivers.
+// Package testserver starts real servers for the tests of golocker's
+// drivers. This package is the part every backend shares, and needs only
+// the standard library: process supervision, free ports, environment
+// variables, shared servers and the Docker fallback. Each backend has a
+// package of its own, in a module of its own, so that a driver's tests,
+// and hence its go.mod, need nothing but that backend's client:
 //
-// A test asks for a backend and a topology and gets addresses it can dial:
-//
-//	srv := testserver.Redis(t)                  // standalone Redis
-//	c := testserver.RedisCluster(t)             // 3 masters
-//	s := testserver.RedisSentinel(t)            // master + replica + 3 sentinels
-//	e := testserver.EtcdCluster(t)              // 3 etcd members
-//	z := testserver.ZooKeeperEnsemble(t)        // 3 ZooKeeper servers
+//	srv := redisserver.Redis(t)               // standalone Redis
+//	c := redisserver.RedisCluster(t)          // 3 masters
+//	s := redisserver.RedisSentinel(t)         // master + replica + 3 sentinels
+//	e := etcdserver.EtcdCluster(t)            // 3 etcd members
+//	z := zkserver.ZooKeeperEnsemble(t)        // 3 ZooKeeper servers
+//	db := sqlserver.MySQL(t)                  // a database of its own on MariaDB
+//	m := mongoserver.Mongo(t)                 // a database of its own on mongod or FerretDB
 //
 // # Where a server comes from
 //
@@ -16,12 +21,14 @@
 //     LOCKER_TEST_REDIS_ADDR=127.0.0.1:6390. Fault hooks (kill, pause, restart)
 //     are not available on such servers; tests that need them skip.
 //  2. The server's binary (redis-server, java with Debian's ZooKeeper jars, a
-//     helper built from this module around etcd's embed package), started on
-//     free loopback ports with its data and log in a directory under
-//     t.TempDir(). The process runs in its own process group and is killed,
-//     with everything it started, when the test ends.
-//  3. A container started with testcontainers-go, only when a Docker daemon
-//     answers a ping within a few seconds.
+//     helper built from a module of this repository around etcd's embed
+//     package), started on free loopback ports with its data and log in a
+//     directory under t.TempDir(). The process runs in its own process
+//     group and is killed, with everything it started, when the test ends.
+//  3. A container, only when a Docker daemon answers a ping within a few
+//     seconds. The container is started by the dockerhelper command (a
+//     module of its own around testcontainers-go, built on first use), so
+//     that no driver's go.mod lists testcontainers or Docker's client.
 //  4. Otherwise the test is skipped with a message naming what to install
 //     (scripts/install-test-deps.sh installs everything). When the
 //     environment variable LOCKER_REQUIRE_SERVERS=1 is set, as CI does, the
@@ -39,7 +46,7 @@
 //
 //	var servers testserver.Shared
 //
-//	var cluster = testserver.NewLazy(&servers, testserver.RedisCluster)
+//	var cluster = testserver.NewLazy(&servers, redisserver.RedisCluster)
 //
 //	func TestMain(m *testing.M) { os.Exit(servers.Main(m)) }
 //
@@ -58,6 +65,7 @@
 package testserver
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -65,6 +73,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // RequireServersEnv is the environment variable that, set to 1 or true,
@@ -127,9 +136,9 @@ func EnvAddrs(name string) []string {
 	return out
 }
 
-// lookPath returns the path of the first of names found in PATH or in the
+// LookPath returns the path of the first of names found in PATH or in the
 // extra directories, or "" when none is.
-func lookPath(names []string, extraDirs ...string) string {
+func LookPath(names []string, extraDirs ...string) string {
 	for _, n := range names {
 		if p, err := exec.LookPath(n); err == nil {
 			return p
@@ -142,6 +151,34 @@ func lookPath(names []string, extraDirs ...string) string {
 		}
 	}
 	return ""
+}
+
+// CheckEnvServer fails the test when a server named by an environment
+// variable does not accept connections: the user asked for it, so a skip
+// would hide a broken setup.
+func CheckEnvServer(t TB, env, addr string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := WaitTCP(ctx, addr); err != nil {
+		t.Fatalf("testserver: %s=%s: %v", env, addr, err)
+	}
+}
+
+// PollUntil calls f every 100ms until it returns nil or ctx ends, and then
+// returns f's last error.
+func PollUntil(ctx context.Context, f func(context.Context) error) error {
+	for {
+		err := f(ctx)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // Shared is a TB for servers shared by all the tests of a package. Its zero

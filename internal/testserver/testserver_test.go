@@ -1,12 +1,9 @@
 package testserver
 
 import (
-	"strconv"
 	"strings"
 	"testing"
 )
-
-func itoa(i int) string { return strconv.Itoa(i) }
 
 func TestUnavailable(t *testing.T) {
 	for _, tc := range []struct {
@@ -70,18 +67,16 @@ func TestShared(t *testing.T) {
 	})
 }
 
-// lazyRedis is started by the first test that asks for it.
-var lazyRedis = NewLazy(&servers, Redis)
+// lazyPing is started by the first test that asks for it.
+var lazyPing = NewLazy(&servers, startPingServer)
 
 func TestLazy(t *testing.T) {
 	t.Parallel()
 	var addrs []string
 	for range 2 {
 		t.Run("get", func(t *testing.T) {
-			r := lazyRedis.Get(t)
-			if r.Proc != nil {
-				track(r.Proc)
-			}
+			r := lazyPing.Get(t)
+			tracked.Track(r.Proc)
 			addrs = append(addrs, r.Addr)
 		})
 	}

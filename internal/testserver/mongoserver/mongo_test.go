@@ -1,11 +1,11 @@
-package testserver
+package mongoserver
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"net/url"
-	"path/filepath"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -13,16 +13,19 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.uber.org/goleak"
+
+	"github.com/golocker/locker/internal/testserver"
 )
 
 func TestMongo(t *testing.T) {
-	var trace serverTrace
+	var trace testserver.ServerTrace
 	t.Run("server", func(t *testing.T) {
 		begin := time.Now()
 		srv := StartMongo(t)
 		t.Logf("mongo server ready in %v (FerretDB: %v, replica set: %q)",
 			time.Since(begin).Round(time.Millisecond), srv.FerretDB, srv.ReplicaSet)
-		defer func() { trace = traceOf(srv.Proc) }()
+		defer func() { trace = testserver.TraceOf(srv.Proc) }()
 
 		t.Run("documents go in and come out", func(t *testing.T) {
 			coll := mongoCollection(t, srv.NewDatabase(t), "things")
@@ -92,7 +95,7 @@ func TestMongo(t *testing.T) {
 				if err == nil {
 					t.Fatalf("FindOne on a paused server succeeded")
 				}
-				if err := pollUntil(ctx, func(ctx context.Context) error {
+				if err := testserver.PollUntil(ctx, func(ctx context.Context) error {
 					return coll.FindOne(ctx, bson.M{"_id": 1}).Err()
 				}); err != nil {
 					t.Fatalf("FindOne after Resume: %v", err)
@@ -110,7 +113,7 @@ func TestMongo(t *testing.T) {
 					t.Fatalf("Restart: %v", err)
 				}
 				t.Logf("restarted in %v", time.Since(begin).Round(time.Millisecond))
-				err := pollUntil(ctx, func(ctx context.Context) error {
+				err := testserver.PollUntil(ctx, func(ctx context.Context) error {
 					return coll.FindOne(ctx, bson.M{"_id": "k"}).Err()
 				})
 				if err != nil {
@@ -119,7 +122,7 @@ func TestMongo(t *testing.T) {
 			})
 		}
 	})
-	requireProcsGone(t, trace)
+	testserver.RequireProcsGone(t, trace)
 }
 
 // testMongoUpsertRace has several owners try to take one lock document at
@@ -213,23 +216,28 @@ func TestMongoFromEnv(t *testing.T) {
 		}
 	})
 	t.Run("an unreachable server's error hides the password", func(t *testing.T) {
-		testEnvErrorHidesPassword(t, EnvMongoURI, "mongodb://u:sekrit-pw@127.0.0.1:1/", func(t TB) { StartMongo(t) })
+		testserver.CheckEnvErrorHidesPassword(t, EnvMongoURI, "mongodb://u:sekrit-pw@127.0.0.1:1/", func(t testserver.TB) { StartMongo(t) })
 	})
 }
 
-func TestMongoFerretDBBuildLock(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "x.lock")
-	unlock, err := lockFile(path, time.Second)
+// TestBuildHelper builds the FerretDB helper, or finds it built, where
+// StartMongo would need it. make helpers runs it before the other tests,
+// so that a first build (a minute or more of both cores) does not slow the
+// servers of timing-sensitive tests that run at the same time.
+func TestBuildHelper(t *testing.T) {
+	if mongodPath() != "" {
+		t.Skip("mongod is installed: StartMongo does not use FerretDB")
+	}
+	begin := time.Now()
+	bin, _, err := ferretdbBuild()
 	if err != nil {
-		t.Fatalf("first lock: %v", err)
+		testserver.Unavailable(t, "cannot build the FerretDB helper: %v", err)
 	}
-	if _, err := lockFile(path, 300*time.Millisecond); err == nil {
-		t.Fatalf("second lock succeeded while the first was held")
-	}
-	unlock()
-	unlock2, err := lockFile(path, time.Second)
-	if err != nil {
-		t.Fatalf("lock after unlock: %v", err)
-	}
-	unlock2()
+	t.Logf("FerretDB helper %s ready in %v", bin, time.Since(begin).Round(time.Millisecond))
 }
+
+// tracked holds the server processes these tests started: TestMain fails
+// the run if one of them, or a goroutine, outlived the tests.
+var tracked testserver.Tracker
+
+func TestMain(m *testing.M) { os.Exit(tracked.MainChecked(m, func() error { return goleak.Find() })) }

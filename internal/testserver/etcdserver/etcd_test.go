@@ -1,12 +1,16 @@
-package testserver
+package etcdserver
 
 import (
 	"context"
+	"os"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/goleak"
 	"go.uber.org/zap"
+
+	"github.com/golocker/locker/internal/testserver"
 )
 
 func etcdClient(t *testing.T, s *EtcdServer) *clientv3.Client {
@@ -67,8 +71,8 @@ func etcdSmoke(t *testing.T, c *clientv3.Client) {
 	}
 }
 
-func etcdProcs(s *EtcdServer) []*Process {
-	var out []*Process
+func etcdProcs(s *EtcdServer) []*testserver.Process {
+	var out []*testserver.Process
 	for _, m := range s.Members {
 		out = append(out, m.Proc)
 	}
@@ -81,7 +85,7 @@ func TestEtcd(t *testing.T) {
 	t.Run("single", func(t *testing.T) {
 		t.Parallel()
 		var s *EtcdServer
-		withServers(t, func(t *testing.T) []*Process {
+		tracked.WithServers(t, func(t *testing.T) []*testserver.Process {
 			s = Etcd(t)
 			return etcdProcs(s)
 		}, func(t *testing.T) {
@@ -100,7 +104,7 @@ func TestEtcd(t *testing.T) {
 	t.Run("cluster_survives_leader_kill", func(t *testing.T) {
 		t.Parallel()
 		var s *EtcdServer
-		withServers(t, func(t *testing.T) []*Process {
+		tracked.WithServers(t, func(t *testing.T) []*testserver.Process {
 			s = EtcdCluster(t)
 			return etcdProcs(s)
 		}, func(t *testing.T) {
@@ -137,3 +141,22 @@ func TestEtcd(t *testing.T) {
 		})
 	})
 }
+
+// TestBuildHelper builds the etcdhelper command, or finds it built. make
+// helpers runs it before the other tests, so that a first build (half a
+// minute of both cores) does not slow the servers of timing-sensitive
+// tests that run at the same time.
+func TestBuildHelper(t *testing.T) {
+	begin := time.Now()
+	bin, err := buildEtcdHelper()
+	if err != nil {
+		testserver.Unavailable(t, "cannot build the etcd helper: %v", err)
+	}
+	t.Logf("etcd helper %s ready in %v", bin, time.Since(begin).Round(time.Millisecond))
+}
+
+// tracked holds the server processes these tests started: TestMain fails
+// the run if one of them, or a goroutine, outlived the tests.
+var tracked testserver.Tracker
+
+func TestMain(m *testing.M) { os.Exit(tracked.MainChecked(m, func() error { return goleak.Find() })) }

@@ -1,10 +1,11 @@
-package testserver
+package redisserver
 
 import (
 	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"github.com/golocker/locker/internal/testserver"
 	"io"
 	"net"
 	"strconv"
@@ -32,12 +33,15 @@ const (
 
 const redisInstallHint = "install Debian package redis-server (scripts/install-test-deps.sh)"
 
+// RedisImage is the image used when Redis is started in a container.
+const RedisImage = "redis:7.0"
+
 // RedisServer is one Redis server (or sentinel). Proc is nil when the server
 // was not started by this package (an environment variable or a container
 // named it); the fault hooks then return an error.
 type RedisServer struct {
-	Addr string   // host:port to dial
-	Proc *Process // the server process, nil if not ours
+	Addr string              // host:port to dial
+	Proc *testserver.Process // the server process, nil if not ours
 }
 
 // RedisOptions configures a Redis started by RedisWith.
@@ -51,30 +55,30 @@ type RedisOptions struct {
 
 // Redis returns a standalone Redis: the one named by LOCKER_TEST_REDIS_ADDR,
 // else a redis-server started on a free loopback port, else a container.
-func Redis(t TB) *RedisServer {
+func Redis(t testserver.TB) *RedisServer {
 	t.Helper()
-	if addr := EnvAddr(EnvRedisAddr); addr != "" {
-		checkEnvServer(t, EnvRedisAddr, addr)
+	if addr := testserver.EnvAddr(EnvRedisAddr); addr != "" {
+		testserver.CheckEnvServer(t, EnvRedisAddr, addr)
 		return &RedisServer{Addr: addr}
 	}
 	if bin := redisServerPath(); bin != "" {
 		return startRedis(t, bin, "redis", RedisOptions{})
 	}
-	if DockerAvailable() {
+	if testserver.DockerAvailable() {
 		return redisContainer(t)
 	}
-	Unavailable(t, "no Redis: redis-server not found; %s or set %s", redisInstallHint, EnvRedisAddr)
+	testserver.Unavailable(t, "no Redis: redis-server not found; %s or set %s", redisInstallHint, EnvRedisAddr)
 	return nil
 }
 
 // RedisWith starts a standalone redis-server configured by opts. It always
 // starts its own server (LOCKER_TEST_REDIS_ADDR is not used, since its
 // configuration is unknown).
-func RedisWith(t TB, opts RedisOptions) *RedisServer {
+func RedisWith(t testserver.TB, opts RedisOptions) *RedisServer {
 	t.Helper()
 	bin := redisServerPath()
 	if bin == "" {
-		Unavailable(t, "no Redis: redis-server not found; %s", redisInstallHint)
+		testserver.Unavailable(t, "no Redis: redis-server not found; %s", redisInstallHint)
 		return nil
 	}
 	return startRedis(t, bin, "redis", opts)
@@ -83,31 +87,31 @@ func RedisWith(t TB, opts RedisOptions) *RedisServer {
 // RedisInstances returns n independent standalone Redis servers, as RedLock
 // needs: the first n of LOCKER_TEST_REDLOCK_ADDRS, else n redis-servers
 // started in parallel.
-func RedisInstances(t TB, n int) []*RedisServer {
+func RedisInstances(t testserver.TB, n int) []*RedisServer {
 	t.Helper()
-	if addrs := EnvAddrs(EnvRedlockAddrs); len(addrs) > 0 {
+	if addrs := testserver.EnvAddrs(EnvRedlockAddrs); len(addrs) > 0 {
 		if len(addrs) < n {
 			t.Fatalf("testserver: %s names %d servers, the test needs %d", EnvRedlockAddrs, len(addrs), n)
 			return nil
 		}
 		out := make([]*RedisServer, n)
 		for i, a := range addrs[:n] {
-			checkEnvServer(t, EnvRedlockAddrs, a)
+			testserver.CheckEnvServer(t, EnvRedlockAddrs, a)
 			out[i] = &RedisServer{Addr: a}
 		}
 		return out
 	}
 	bin := redisServerPath()
 	if bin == "" {
-		Unavailable(t, "no Redis for RedLock: redis-server not found; %s or set %s", redisInstallHint, EnvRedlockAddrs)
+		testserver.Unavailable(t, "no Redis for RedLock: redis-server not found; %s or set %s", redisInstallHint, EnvRedlockAddrs)
 		return nil
 	}
-	specs := make([]ProcessSpec, n)
+	specs := make([]testserver.ProcessSpec, n)
 	addrs := make([]string, n)
 	for i := range specs {
 		specs[i], addrs[i] = redisSpec(t, bin, fmt.Sprintf("redlock-%d", i+1), RedisOptions{})
 	}
-	procs := StartProcesses(t, specs...)
+	procs := testserver.StartProcesses(t, specs...)
 	out := make([]*RedisServer, n)
 	for i, p := range procs {
 		out[i] = &RedisServer{Addr: addrs[i], Proc: p}
@@ -116,21 +120,21 @@ func RedisInstances(t TB, n int) []*RedisServer {
 }
 
 // Kill kills the server with SIGKILL.
-func (s *RedisServer) Kill() error { return s.proc("kill", (*Process).Kill) }
+func (s *RedisServer) Kill() error { return s.proc("kill", (*testserver.Process).Kill) }
 
 // Stop stops the server with SIGTERM (SIGKILL after 10s).
-func (s *RedisServer) Stop() error { return s.proc("stop", (*Process).Stop) }
+func (s *RedisServer) Stop() error { return s.proc("stop", (*testserver.Process).Stop) }
 
 // Pause freezes the server with SIGSTOP.
-func (s *RedisServer) Pause() error { return s.proc("pause", (*Process).Pause) }
+func (s *RedisServer) Pause() error { return s.proc("pause", (*testserver.Process).Pause) }
 
 // Resume continues a paused server.
-func (s *RedisServer) Resume() error { return s.proc("resume", (*Process).Resume) }
+func (s *RedisServer) Resume() error { return s.proc("resume", (*testserver.Process).Resume) }
 
 // Restart starts the server again on the same port and directory and waits
 // until it answers PING.
 func (s *RedisServer) Restart(ctx context.Context) error {
-	return s.proc("restart", func(p *Process) error { return p.Restart(ctx) })
+	return s.proc("restart", func(p *testserver.Process) error { return p.Restart(ctx) })
 }
 
 // Do sends one command to the server over a new connection and returns its
@@ -142,7 +146,7 @@ func (s *RedisServer) Do(ctx context.Context, args ...string) (any, error) {
 	return redisDo(ctx, s.Addr, args...)
 }
 
-func (s *RedisServer) proc(op string, f func(*Process) error) error {
+func (s *RedisServer) proc(op string, f func(*testserver.Process) error) error {
 	if s == nil || s.Proc == nil {
 		return fmt.Errorf("testserver: cannot %s Redis %s: not started by this package", op, s.addrOrNil())
 	}
@@ -157,24 +161,24 @@ func (s *RedisServer) addrOrNil() string {
 }
 
 func redisServerPath() string {
-	return lookPath([]string{"redis-server"}, "/usr/bin", "/usr/sbin", "/usr/local/bin")
+	return testserver.LookPath([]string{"redis-server"}, "/usr/bin", "/usr/sbin", "/usr/local/bin")
 }
 
 func redisCLIPath() string {
-	return lookPath([]string{"redis-cli"}, "/usr/bin", "/usr/local/bin")
+	return testserver.LookPath([]string{"redis-cli"}, "/usr/bin", "/usr/local/bin")
 }
 
-func startRedis(t TB, bin, name string, opts RedisOptions) *RedisServer {
+func startRedis(t testserver.TB, bin, name string, opts RedisOptions) *RedisServer {
 	t.Helper()
 	spec, addr := redisSpec(t, bin, name, opts)
-	return &RedisServer{Addr: addr, Proc: StartProcess(t, spec)}
+	return &RedisServer{Addr: addr, Proc: testserver.StartProcess(t, spec)}
 }
 
 // redisSpec returns the spec of a redis-server on a free port, ready when
 // it answers PING, and its address.
-func redisSpec(t TB, bin, name string, opts RedisOptions, extra ...string) (ProcessSpec, string) {
+func redisSpec(t testserver.TB, bin, name string, opts RedisOptions, extra ...string) (testserver.ProcessSpec, string) {
 	t.Helper()
-	port := FreePort(t)
+	port := testserver.FreePort(t)
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	dir := t.TempDir()
 	args := []string{
@@ -195,7 +199,7 @@ func redisSpec(t TB, bin, name string, opts RedisOptions, extra ...string) (Proc
 	}
 	args = append(args, extra...)
 	args = append(args, opts.Args...)
-	return ProcessSpec{
+	return testserver.ProcessSpec{
 		Name: name,
 		Path: bin,
 		Args: args,
@@ -218,41 +222,37 @@ func redisPing(ctx context.Context, addr string) error {
 	return nil
 }
 
-// checkEnvServer fails the test when a server named by an environment
-// variable does not accept connections: the user asked for it, so a skip
-// would hide a broken setup.
-func checkEnvServer(t TB, env, addr string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := WaitTCP(ctx, addr); err != nil {
-		t.Fatalf("testserver: %s=%s: %v", env, addr, err)
-	}
-}
-
 // redisError is an error reply from Redis.
 type redisError string
 
 func (e redisError) Error() string { return "redis: " + string(e) }
 
-// redisDo sends one command over a new connection and reads the reply. It
-// speaks just enough RESP2 for set-up and fault hooks, so that this package
-// needs no Redis client of its own.
+// redisDo is Do within testserver.CallTimeout, for set-up and fault hooks.
 func redisDo(ctx context.Context, addr string, args ...string) (any, error) {
+	ctx, cancel := context.WithTimeout(ctx, testserver.CallTimeout)
+	defer cancel()
+	return Do(ctx, addr, args...)
+}
+
+// Do sends one command to addr over a new connection, within ctx, and
+// returns the reply: a string, an int64, nil or a []any; an error reply is
+// an error. It speaks just enough RESP2 for set-up, fault hooks and the
+// benchmarks' INFO and FLUSHALL, so that no Redis client is needed — and
+// none sends a handshake command that INFO commandstats would count.
+func Do(ctx context.Context, addr string, args ...string) (any, error) {
 	if len(args) == 0 {
 		return nil, errors.New("redis: no command")
 	}
-	ctx, cancel := context.WithTimeout(ctx, callTimeout)
-	defer cancel()
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close()
-	deadline, _ := ctx.Deadline()
-	if err := conn.SetDeadline(deadline); err != nil {
-		return nil, err
+	if deadline, ok := ctx.Deadline(); ok {
+		if err := conn.SetDeadline(deadline); err != nil {
+			return nil, err
+		}
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "*%d\r\n", len(args))
@@ -343,4 +343,18 @@ func parseInfo(reply any) (map[string]string, error) {
 		}
 	}
 	return m, nil
+}
+
+func redisContainer(t testserver.TB) *RedisServer {
+	t.Helper()
+	addr := testserver.StartContainer(t, testserver.ContainerSpec{
+		Image:   RedisImage,
+		Port:    "6379/tcp",
+		Cmd:     []string{"redis-server", "--save", "", "--appendonly", "no"},
+		WaitLog: "Ready to accept connections",
+	})
+	if addr == "" {
+		return nil
+	}
+	return &RedisServer{Addr: addr}
 }

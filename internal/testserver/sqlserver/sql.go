@@ -1,17 +1,14 @@
-package testserver
+package sqlserver
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
+
+	"github.com/golocker/locker/internal/testserver"
 )
 
 // SQL dialects, named as GORM's dialectors name themselves.
@@ -41,9 +38,9 @@ const sqlAdminTimeout = 15 * time.Second
 // variable or a container named it, or it is SQLite); the fault hooks then
 // return an error.
 type SQLServer struct {
-	Dialect string   // DialectMySQL, DialectPostgres or DialectSQLite
-	Addr    string   // host:port of the server; "" for SQLite
-	Proc    *Process // the server process, nil if not ours
+	Dialect string              // DialectMySQL, DialectPostgres or DialectSQLite
+	Addr    string              // host:port of the server; "" for SQLite
+	Proc    *testserver.Process // the server process, nil if not ours
 	admin   sqlAdmin
 
 	// preStop, if set, runs before Stop and Restart signal the server.
@@ -86,7 +83,7 @@ type sqlAdmin interface {
 // MySQL returns a fresh database on a MySQL or MariaDB server started for
 // this test (or named by LOCKER_TEST_MYSQL_DSN). Use StartMySQL and
 // NewDatabase to share one server across tests.
-func MySQL(t TB) *SQLDatabase {
+func MySQL(t testserver.TB) *SQLDatabase {
 	t.Helper()
 	s := StartMySQL(t)
 	if s == nil {
@@ -98,7 +95,7 @@ func MySQL(t TB) *SQLDatabase {
 // Postgres returns a fresh database on a PostgreSQL server started for this
 // test (or named by LOCKER_TEST_POSTGRES_DSN). Use StartPostgres and
 // NewDatabase to share one server across tests.
-func Postgres(t TB) *SQLDatabase {
+func Postgres(t testserver.TB) *SQLDatabase {
 	t.Helper()
 	s := StartPostgres(t)
 	if s == nil {
@@ -109,7 +106,7 @@ func Postgres(t TB) *SQLDatabase {
 
 // SQLite returns a fresh SQLite database file in a temp dir of the test.
 // The file does not exist until the driver creates it.
-func SQLite(t TB) *SQLDatabase {
+func SQLite(t testserver.TB) *SQLDatabase {
 	t.Helper()
 	return StartSQLite(t).NewDatabase(t)
 }
@@ -117,7 +114,7 @@ func SQLite(t TB) *SQLDatabase {
 // StartSQLite returns a SQLServer whose databases are files in a new temp
 // dir of t. It needs nothing installed: tests open the files with a
 // pure-Go driver.
-func StartSQLite(t TB) *SQLServer {
+func StartSQLite(t testserver.TB) *SQLServer {
 	t.Helper()
 	return &SQLServer{Dialect: DialectSQLite, admin: sqliteAdmin{dir: t.TempDir()}}
 }
@@ -125,9 +122,9 @@ func StartSQLite(t TB) *SQLServer {
 // NewDatabase creates a database with a unique name on the server and
 // registers a cleanup that drops it when t ends. It is safe to call from
 // parallel tests.
-func (s *SQLServer) NewDatabase(t TB) *SQLDatabase {
+func (s *SQLServer) NewDatabase(t testserver.TB) *SQLDatabase {
 	t.Helper()
-	name := uniqueDBName(t)
+	name := testserver.UniqueDBName(t)
 	ctx, cancel := context.WithTimeout(context.Background(), sqlAdminTimeout)
 	defer cancel()
 	if err := s.admin.create(ctx, name); err != nil {
@@ -150,11 +147,11 @@ func (s *SQLServer) NewDatabase(t TB) *SQLDatabase {
 
 // Kill kills the server with SIGKILL, as a crash would.
 func (s *SQLServer) Kill() error {
-	return s.proc("kill", func(p *Process) error {
+	return s.proc("kill", func(p *testserver.Process) error {
 		kids := s.children(p)
 		err := p.Kill()
-		signalAll(kids, syscall.SIGKILL)
-		return errors.Join(err, waitGone(kids, 10*time.Second))
+		testserver.SignalAll(kids, syscall.SIGKILL)
+		return errors.Join(err, testserver.WaitGone(kids, 10*time.Second))
 	})
 }
 
@@ -162,7 +159,7 @@ func (s *SQLServer) Kill() error {
 // connections are closed by the server, PostgreSQL's included (its SIGTERM
 // alone would wait for them).
 func (s *SQLServer) Stop() error {
-	return s.proc("stop", func(p *Process) error {
+	return s.proc("stop", func(p *testserver.Process) error {
 		s.beforeStop(p)
 		return p.Stop()
 	})
@@ -171,20 +168,20 @@ func (s *SQLServer) Stop() error {
 // Pause freezes the server with SIGSTOP and returns once it has stopped:
 // connections stay open and nothing answers.
 func (s *SQLServer) Pause() error {
-	return s.proc("pause", func(p *Process) error {
+	return s.proc("pause", func(p *testserver.Process) error {
 		if err := p.Pause(); err != nil {
 			return err
 		}
 		kids := s.children(p)
-		signalAll(kids, syscall.SIGSTOP)
-		return waitStopped(append(kids, p.Pid()), 5*time.Second)
+		testserver.SignalAll(kids, syscall.SIGSTOP)
+		return testserver.WaitStopped(append(kids, p.Pid()), 5*time.Second)
 	})
 }
 
 // Resume continues a paused server.
 func (s *SQLServer) Resume() error {
-	return s.proc("resume", func(p *Process) error {
-		signalAll(s.children(p), syscall.SIGCONT)
+	return s.proc("resume", func(p *testserver.Process) error {
+		testserver.SignalAll(s.children(p), syscall.SIGCONT)
 		return p.Resume()
 	})
 }
@@ -192,7 +189,7 @@ func (s *SQLServer) Resume() error {
 // Restart starts the server again on the same port and data directory, so
 // databases and rows survive, and waits until it accepts connections.
 func (s *SQLServer) Restart(ctx context.Context) error {
-	return s.proc("restart", func(p *Process) error {
+	return s.proc("restart", func(p *testserver.Process) error {
 		s.beforeStop(p)
 		return p.Restart(ctx)
 	})
@@ -201,12 +198,12 @@ func (s *SQLServer) Restart(ctx context.Context) error {
 // preStopTimeout bounds preStop.
 const preStopTimeout = 3 * time.Second
 
-func (s *SQLServer) beforeStop(p *Process) {
+func (s *SQLServer) beforeStop(p *testserver.Process) {
 	if !p.Running() {
 		return
 	}
 	// A paused server's children would never see the shutdown.
-	signalAll(s.children(p), syscall.SIGCONT)
+	testserver.SignalAll(s.children(p), syscall.SIGCONT)
 	if s.preStop == nil {
 		return
 	}
@@ -219,15 +216,15 @@ func (s *SQLServer) beforeStop(p *Process) {
 // children returns the server's direct child processes when they leave its
 // process group (PostgreSQL's backends call setsid), so that signals to
 // the group miss them; nil otherwise.
-func (s *SQLServer) children(p *Process) []int {
+func (s *SQLServer) children(p *testserver.Process) []int {
 	// Once the server has exited its pid may belong to another process.
 	if !s.ownGroups || !p.Running() {
 		return nil
 	}
-	return childPIDs(p.Pid())
+	return testserver.ChildPIDs(p.Pid())
 }
 
-func (s *SQLServer) proc(op string, f func(*Process) error) error {
+func (s *SQLServer) proc(op string, f func(*testserver.Process) error) error {
 	if s == nil || s.Proc == nil {
 		what := "<nil>"
 		if s != nil {
@@ -252,80 +249,4 @@ func (a sqliteAdmin) drop(_ context.Context, name string) error {
 func (a sqliteAdmin) conn(name string) (string, string) {
 	path := filepath.Join(a.dir, name+".db")
 	return path, "sqlite://" + filepath.ToSlash(path)
-}
-
-// uniqueDBName returns a database name valid unquoted on every dialect:
-// "lk_", up to 32 characters of the test name in [a-z0-9_], and 8 random
-// hex digits. It stays under PostgreSQL's 63-byte identifier limit.
-func uniqueDBName(t TB) string {
-	var b strings.Builder
-	for _, r := range strings.ToLower(t.Name()) {
-		if b.Len() >= 32 {
-			break
-		}
-		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') {
-			b.WriteRune(r)
-		} else if b.Len() > 0 && !strings.HasSuffix(b.String(), "_") {
-			b.WriteByte('_')
-		}
-	}
-	return "lk_" + strings.TrimSuffix(b.String(), "_") + "_" + randomHex(4)
-}
-
-// randomHex returns 2n random hex digits.
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b) // crypto/rand.Read never returns an error on Linux
-	return hex.EncodeToString(b)
-}
-
-// maxSocketPath is the longest unix socket path we let a server create:
-// sun_path holds 108 bytes on Linux, including the terminating NUL.
-const maxSocketPath = 100
-
-// socketDir returns dir if a socket named name fits in it, else a new short
-// directory under the system temp dir, removed when t ends. t.TempDir paths
-// carry the test name and can be too long.
-func socketDir(t TB, dir, name string) string {
-	t.Helper()
-	if len(filepath.Join(dir, name)) <= maxSocketPath {
-		return dir
-	}
-	short, err := os.MkdirTemp("", "lk")
-	if err != nil {
-		t.Fatalf("testserver: socket dir: %v", err)
-		return ""
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(short) })
-	return short
-}
-
-// runSetup runs a set-up command (mariadb-install-db, initdb) to completion
-// within timeout, as cred's user when cred is not nil, and returns its
-// combined output for error messages.
-func runSetup(timeout time.Duration, cred *syscall.Credential, dir, path string, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, path, args...)
-	cmd.Dir = dir
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "TMPDIR=" + dir, "LANG=C.UTF-8"}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: cred}
-	// Kill the whole group on timeout, and do not wait forever for output
-	// pipes held open by a grandchild.
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = 5 * time.Second
-	out, err := cmd.CombinedOutput()
-	if ctx.Err() != nil {
-		err = fmt.Errorf("%s did not finish within %v: %w", filepath.Base(path), timeout, err)
-	}
-	return tail(string(out), 30), err
-}
-
-// tail returns the last n lines of s.
-func tail(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }

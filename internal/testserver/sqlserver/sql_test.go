@@ -1,4 +1,4 @@
-package testserver
+package sqlserver
 
 import (
 	"context"
@@ -7,17 +7,18 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/glebarez/sqlite"
+	"go.uber.org/goleak"
 	"gorm.io/driver/mysql"
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
+
+	"github.com/golocker/locker/internal/testserver"
 )
 
 // smokeLock is shaped like a lock table: one row per name, never deleted.
@@ -37,13 +38,13 @@ func TestSQLite(t *testing.T) { testSQLServer(t, StartSQLite, sqlite.Open) }
 // testSQLServer starts one server, runs the smoke checks against it in
 // subtests, and after the server's test has ended checks that nothing it
 // started is still running.
-func testSQLServer(t *testing.T, start func(TB) *SQLServer, open func(string) gorm.Dialector) {
-	var trace serverTrace
+func testSQLServer(t *testing.T, start func(testserver.TB) *SQLServer, open func(string) gorm.Dialector) {
+	var trace testserver.ServerTrace
 	t.Run("server", func(t *testing.T) {
 		begin := time.Now()
 		srv := start(t)
 		t.Logf("%s server ready in %v", srv.Dialect, time.Since(begin).Round(time.Millisecond))
-		defer func() { trace = traceOf(srv.Proc) }()
+		defer func() { trace = testserver.TraceOf(srv.Proc) }()
 
 		t.Run("rows go in and come out", func(t *testing.T) {
 			gdb := openGORM(t, open, srv.NewDatabase(t))
@@ -119,7 +120,7 @@ func testSQLServer(t *testing.T, start func(TB) *SQLServer, open func(string) go
 				}
 				ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
 				defer cancel()
-				if err := pollUntil(ctx, sqlDB.PingContext); err != nil {
+				if err := testserver.PollUntil(ctx, sqlDB.PingContext); err != nil {
 					t.Fatalf("ping after Resume: %v", err)
 				}
 			})
@@ -142,7 +143,7 @@ func testSQLServer(t *testing.T, start func(TB) *SQLServer, open func(string) go
 				var n int64
 				// The pool's old connections died with the server; a
 				// few attempts let database/sql replace them.
-				err := pollUntil(ctx, func(context.Context) error {
+				err := testserver.PollUntil(ctx, func(context.Context) error {
 					return gdb.Model(&smokeLock{}).Where("name = ?", "kept").Count(&n).Error
 				})
 				if err != nil || n != 1 {
@@ -155,13 +156,13 @@ func testSQLServer(t *testing.T, start func(TB) *SQLServer, open func(string) go
 				if err := gdb.AutoMigrate(&smokeLock{}); err != nil {
 					t.Fatalf("AutoMigrate: %v", err)
 				}
-				if n := len(leftovers(traceOf(srv.Proc))); n < 1 {
+				if n := len(testserver.Leftovers(testserver.TraceOf(srv.Proc))); n < 1 {
 					t.Fatalf("found %d server processes before the kill", n)
 				}
 				if err := srv.Kill(); err != nil {
 					t.Fatalf("Kill: %v", err)
 				}
-				if left := leftovers(traceOf(srv.Proc)); len(left) > 0 {
+				if left := testserver.Leftovers(testserver.TraceOf(srv.Proc)); len(left) > 0 {
 					t.Fatalf("processes %v alive after Kill", left)
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -169,7 +170,7 @@ func testSQLServer(t *testing.T, start func(TB) *SQLServer, open func(string) go
 				if err := srv.Restart(ctx); err != nil {
 					t.Fatalf("Restart after Kill: %v", err)
 				}
-				err := pollUntil(ctx, func(context.Context) error {
+				err := testserver.PollUntil(ctx, func(context.Context) error {
 					return gdb.Create(&smokeLock{Name: "after-crash"}).Error
 				})
 				if err != nil {
@@ -178,7 +179,7 @@ func testSQLServer(t *testing.T, start func(TB) *SQLServer, open func(string) go
 			})
 		}
 	})
-	requireProcsGone(t, trace)
+	testserver.RequireProcsGone(t, trace)
 }
 
 func openGORM(t *testing.T, open func(string) gorm.Dialector, db *SQLDatabase) *gorm.DB {
@@ -228,74 +229,6 @@ func checkSQLURL(t *testing.T, db *SQLDatabase) {
 	}
 }
 
-// serverTrace is what a test remembers of a server to check, after the
-// server's test has ended, that nothing it started still runs.
-type serverTrace struct {
-	groups []int  // process groups (= pids) of the server's runs
-	dir    string // the server's directory; its children work inside it
-}
-
-func traceOf(p *Process) serverTrace {
-	if p == nil {
-		return serverTrace{}
-	}
-	return serverTrace{groups: p.startedPIDs(), dir: p.Dir()}
-}
-
-// requireProcsGone fails t if any process of the traced server, found by
-// process group or by a working directory inside the server's directory,
-// is still running a few seconds after the server's test ended. Zombies
-// count as gone: only their parent can reap them.
-func requireProcsGone(t *testing.T, tr serverTrace) {
-	t.Helper()
-	if len(tr.groups) == 0 {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	err := pollUntil(ctx, func(context.Context) error {
-		if left := leftovers(tr); len(left) > 0 {
-			return fmt.Errorf("still running: pids %v", left)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("server processes left behind: %v", err)
-	}
-}
-
-// leftovers returns the pids of live, non-zombie processes of the traced
-// server, read from /proc.
-func leftovers(tr serverTrace) []int {
-	groups := map[int]bool{}
-	for _, g := range tr.groups {
-		groups[g] = true
-	}
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	var live []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		state, _, ok := procStat(pid)
-		if !ok || state == "Z" || state == "X" {
-			continue
-		}
-		pgid, err := syscall.Getpgid(pid)
-		inGroup := err == nil && groups[pgid]
-		cwd, err := os.Readlink(filepath.Join("/proc", e.Name(), "cwd"))
-		inDir := err == nil && tr.dir != "" && (cwd == tr.dir || strings.HasPrefix(cwd, tr.dir+"/"))
-		if inGroup || inDir {
-			live = append(live, pid)
-		}
-	}
-	return live
-}
-
 func TestMySQLFromEnv(t *testing.T) {
 	srv := StartMySQL(t)
 	if srv.Proc == nil {
@@ -313,7 +246,7 @@ func TestMySQLFromEnv(t *testing.T) {
 		})
 	}
 	t.Run("an unreachable server's error hides the password", func(t *testing.T) {
-		testEnvErrorHidesPassword(t, EnvMySQLDSN, "mysql://u:sekrit-pw@127.0.0.1:1/", func(t TB) { StartMySQL(t) })
+		testserver.CheckEnvErrorHidesPassword(t, EnvMySQLDSN, "mysql://u:sekrit-pw@127.0.0.1:1/", func(t testserver.TB) { StartMySQL(t) })
 	})
 }
 
@@ -327,14 +260,14 @@ func TestPostgresFromEnv(t *testing.T) {
 		testEnvSQLServer(t, StartPostgres, postgres.Open, srv.Addr)
 	})
 	t.Run("an unreachable server's error hides the password", func(t *testing.T) {
-		testEnvErrorHidesPassword(t, EnvPostgresDSN, "postgres://u:sekrit-pw@127.0.0.1:1/db", func(t TB) { StartPostgres(t) })
+		testserver.CheckEnvErrorHidesPassword(t, EnvPostgresDSN, "postgres://u:sekrit-pw@127.0.0.1:1/db", func(t testserver.TB) { StartPostgres(t) })
 	})
 	t.Run("a value that is not a URL is rejected without echoing it", func(t *testing.T) {
-		testEnvErrorHidesPassword(t, EnvPostgresDSN, "host=127.0.0.1 password=sekrit-pw", func(t TB) { StartPostgres(t) })
+		testserver.CheckEnvErrorHidesPassword(t, EnvPostgresDSN, "host=127.0.0.1 password=sekrit-pw", func(t testserver.TB) { StartPostgres(t) })
 	})
 }
 
-func testEnvSQLServer(t *testing.T, start func(TB) *SQLServer, open func(string) gorm.Dialector, addr string) {
+func testEnvSQLServer(t *testing.T, start func(testserver.TB) *SQLServer, open func(string) gorm.Dialector, addr string) {
 	env := start(t)
 	if env.Proc != nil || env.Addr != addr {
 		t.Fatalf("got a server at %s (started here: %v), want the one at %s", env.Addr, env.Proc != nil, addr)
@@ -346,29 +279,12 @@ func testEnvSQLServer(t *testing.T, start func(TB) *SQLServer, open func(string)
 	checkSQLURL(t, db)
 }
 
-// testEnvErrorHidesPassword sets env to value, which names an unreachable
-// or malformed server, and checks that start fails (it must not skip or
-// start a server of its own) without the password in its message.
-func testEnvErrorHidesPassword(t *testing.T, env, value string, start func(TB)) {
-	t.Setenv(env, value)
-	var s Shared
-	defer s.Close()
-	out := s.Run(start)
-	if !out.Failed {
-		t.Fatalf("start with %s=%s: %+v, want a failure", env, value, out)
-	}
-	if strings.Contains(out.Message, "sekrit-pw") {
-		t.Fatalf("the failure quotes the password: %s", out.Message)
-	}
-	t.Logf("failure: %s", out.Message)
-}
-
 // TestMySQLSharedAcrossTests shows the pattern for packages: one server on
 // a package-wide TB, one database per test.
 func TestMySQLSharedAcrossTests(t *testing.T) {
-	var s Shared
+	var s testserver.Shared
 	var srv *SQLServer
-	if out := s.Run(func(st TB) { srv = StartMySQL(st) }); out.Skipped || out.Failed {
+	if out := s.Run(func(st testserver.TB) { srv = StartMySQL(st) }); out.Skipped || out.Failed {
 		s.Close()
 		t.Skipf("no shared server: %s", out.Message)
 	}
@@ -385,36 +301,13 @@ func TestMySQLSharedAcrossTests(t *testing.T) {
 	if len(names) != 3 {
 		t.Fatalf("3 tests got %d distinct databases", len(names))
 	}
-	trace := traceOf(srv.Proc)
+	trace := testserver.TraceOf(srv.Proc)
 	s.Close()
-	requireProcsGone(t, trace)
+	testserver.RequireProcsGone(t, trace)
 }
 
-func TestSQLDatabaseNames(t *testing.T) {
-	for _, name := range []string{
-		"TestX",
-		"TestMutex/unlock_by_stale_owner_is_rejected_" + strings.Repeat("x", 200),
-		"Test/ü/日本/--/",
-	} {
-		got := uniqueDBName(fakeNameTB{name: name})
-		if len(got) > 63 || !strings.HasPrefix(got, "lk_") {
-			t.Errorf("uniqueDBName(%q) = %q: want lk_ prefix and at most 63 bytes", name, got)
-		}
-		for _, r := range got {
-			if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_') {
-				t.Errorf("uniqueDBName(%q) = %q: character %q", name, got, r)
-			}
-		}
-		if again := uniqueDBName(fakeNameTB{name: name}); again == got {
-			t.Errorf("uniqueDBName(%q) returned %q twice", name, got)
-		}
-	}
-}
+// tracked holds the server processes these tests started: TestMain fails
+// the run if one of them, or a goroutine, outlived the tests.
+var tracked testserver.Tracker
 
-// fakeNameTB is a TB whose only working method is Name.
-type fakeNameTB struct {
-	TB
-	name string
-}
-
-func (f fakeNameTB) Name() string { return f.name }
+func TestMain(m *testing.M) { os.Exit(tracked.MainChecked(m, func() error { return goleak.Find() })) }

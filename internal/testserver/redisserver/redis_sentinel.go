@@ -1,9 +1,10 @@
-package testserver
+package redisserver
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/golocker/locker/internal/testserver"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -42,22 +43,22 @@ type RedisSentinelServer struct {
 // sentinels (quorum 2) started on free loopback ports. It returns once the
 // replica is in sync and every sentinel knows the replica and the other
 // sentinels, so that a failover can start at once.
-func RedisSentinel(t TB) *RedisSentinelServer {
+func RedisSentinel(t testserver.TB) *RedisSentinelServer {
 	t.Helper()
-	if addrs := EnvAddrs(EnvRedisSentinelAddrs); len(addrs) > 0 {
-		s := &RedisSentinelServer{MasterName: EnvAddr(EnvRedisSentinelMaster)}
+	if addrs := testserver.EnvAddrs(EnvRedisSentinelAddrs); len(addrs) > 0 {
+		s := &RedisSentinelServer{MasterName: testserver.EnvAddr(EnvRedisSentinelMaster)}
 		if s.MasterName == "" {
 			s.MasterName = DefaultSentinelMaster
 		}
 		for _, a := range addrs {
-			checkEnvServer(t, EnvRedisSentinelAddrs, a)
+			testserver.CheckEnvServer(t, EnvRedisSentinelAddrs, a)
 			s.Sentinels = append(s.Sentinels, &RedisServer{Addr: a})
 		}
 		return s
 	}
 	bin := redisServerPath()
 	if bin == "" {
-		Unavailable(t, "no Redis Sentinel: redis-server not found; %s or set %s", redisInstallHint, EnvRedisSentinelAddrs)
+		testserver.Unavailable(t, "no Redis Sentinel: redis-server not found; %s or set %s", redisInstallHint, EnvRedisSentinelAddrs)
 		return nil
 	}
 	s := &RedisSentinelServer{MasterName: DefaultSentinelMaster}
@@ -69,13 +70,13 @@ func RedisSentinel(t TB) *RedisSentinelServer {
 	// read on connecting and then only every 10s: start them once the
 	// replica is in sync.
 	replicaSpec.Ready = func(ctx context.Context) error { return replicaInSync(ctx, replicaAddr) }
-	procs := StartProcesses(t, masterSpec, replicaSpec)
+	procs := testserver.StartProcesses(t, masterSpec, replicaSpec)
 	s.Servers = []*RedisServer{{Addr: masterAddr, Proc: procs[0]}, {Addr: replicaAddr, Proc: procs[1]}}
 
-	specs := make([]ProcessSpec, 3)
+	specs := make([]testserver.ProcessSpec, 3)
 	addrs := make([]string, 3)
 	for i := range specs {
-		port := FreePort(t)
+		port := testserver.FreePort(t)
 		dir := t.TempDir()
 		conf := fmt.Sprintf(`port %d
 bind 127.0.0.1
@@ -97,7 +98,7 @@ sentinel parallel-syncs %[3]s 1
 		}
 		addr := fmt.Sprintf("127.0.0.1:%d", port)
 		addrs[i] = addr
-		specs[i] = ProcessSpec{
+		specs[i] = testserver.ProcessSpec{
 			Name:         fmt.Sprintf("sentinel-%d", i+1),
 			Path:         bin,
 			Args:         []string{confPath, "--sentinel"},
@@ -106,7 +107,7 @@ sentinel parallel-syncs %[3]s 1
 			ReadyTimeout: 30 * time.Second,
 		}
 	}
-	for i, p := range StartProcesses(t, specs...) {
+	for i, p := range testserver.StartProcesses(t, specs...) {
 		s.Sentinels = append(s.Sentinels, &RedisServer{Addr: addrs[i], Proc: p})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

@@ -1,4 +1,4 @@
-module github.com/golocker/locker/internal/testserver/ferretdb
+module github.com/golocker/locker/internal/testserver/mongoserver/ferretdb
 
 go 1.26
 

@@ -1,4 +1,4 @@
-package testserver
+package sqlserver
 
 import (
 	"context"
@@ -15,7 +15,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/testcontainers/testcontainers-go/wait"
+
+	"github.com/golocker/locker/internal/testserver"
 )
 
 // EnvPostgresDSN names a PostgreSQL server the user already runs, as a URL:
@@ -38,18 +39,18 @@ const postgresUser = "locker"
 // with its data in a temp dir (as the OS user postgres, or nobody, when
 // the test runs as root), else a container, else it skips (or fails, with
 // LOCKER_REQUIRE_SERVERS=1).
-func StartPostgres(t TB) *SQLServer {
+func StartPostgres(t testserver.TB) *SQLServer {
 	t.Helper()
-	if v := EnvAddr(EnvPostgresDSN); v != "" {
+	if v := testserver.EnvAddr(EnvPostgresDSN); v != "" {
 		return postgresFromEnv(t, v)
 	}
 	if bin, initdb := postgresPaths(); bin != "" && initdb != "" {
 		return startPostgres(t, bin, initdb)
 	}
-	if DockerAvailable() {
+	if testserver.DockerAvailable() {
 		return postgresContainer(t)
 	}
-	Unavailable(t, "no PostgreSQL: postgres or initdb not found (also looked in /usr/lib/postgresql/*/bin); %s or set %s",
+	testserver.Unavailable(t, "no PostgreSQL: postgres or initdb not found (also looked in /usr/lib/postgresql/*/bin); %s or set %s",
 		postgresInstallHint, EnvPostgresDSN)
 	return nil
 }
@@ -59,7 +60,7 @@ func StartPostgres(t TB) *SQLServer {
 func postgresPaths() (server, initdb string) {
 	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
 	sort.Slice(dirs, func(i, j int) bool { return pgDirVersion(dirs[i]) > pgDirVersion(dirs[j]) })
-	server = lookPath([]string{"postgres"}, dirs...)
+	server = testserver.LookPath([]string{"postgres"}, dirs...)
 	if server == "" {
 		return "", ""
 	}
@@ -91,7 +92,7 @@ func postgresRunAs() string {
 	return "nobody"
 }
 
-func startPostgres(t TB, bin, initdb string) *SQLServer {
+func startPostgres(t testserver.TB, bin, initdb string) *SQLServer {
 	t.Helper()
 	dir := t.TempDir()
 	runAs := postgresRunAs()
@@ -99,14 +100,14 @@ func startPostgres(t TB, bin, initdb string) *SQLServer {
 	if runAs != "" {
 		// credentialFor gives the user dir and the right to traverse
 		// its parents, as StartProcess will again.
-		c, err := credentialFor(runAs, dir)
+		c, err := testserver.CredentialFor(runAs, dir)
 		if err != nil {
 			t.Fatalf("testserver: postgres: run as %s: %v", runAs, err)
 			return nil
 		}
 		cred = c
 	}
-	password := randomHex(12)
+	password := testserver.RandomHex(12)
 	pwfile := filepath.Join(dir, "pwfile")
 	if err := os.WriteFile(pwfile, []byte(password+"\n"), 0o600); err != nil {
 		t.Fatalf("testserver: postgres: %v", err)
@@ -119,7 +120,7 @@ func startPostgres(t TB, bin, initdb string) *SQLServer {
 		}
 	}
 	data := filepath.Join(dir, "data")
-	out, err := runSetup(2*time.Minute, cred, dir, initdb,
+	out, err := testserver.RunSetup(2*time.Minute, cred, dir, initdb,
 		"-D", data, "-U", postgresUser, "--pwfile="+pwfile,
 		"--auth-local=trust", "--auth-host=scram-sha-256",
 		"-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions")
@@ -129,13 +130,13 @@ func startPostgres(t TB, bin, initdb string) *SQLServer {
 		return nil
 	}
 
-	port := FreePort(t)
+	port := testserver.FreePort(t)
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	// The socket lives in our temp dir, not in /var/run/postgresql where
 	// the system's server keeps its own; if the path would be too long
 	// for a unix socket, there is none (tests use TCP).
 	sockDir := ""
-	if len(filepath.Join(dir, ".s.PGSQL."+strconv.Itoa(port))) <= maxSocketPath {
+	if len(filepath.Join(dir, ".s.PGSQL."+strconv.Itoa(port))) <= testserver.MaxSocketPath {
 		sockDir = dir
 	}
 	u := &url.URL{
@@ -146,7 +147,7 @@ func startPostgres(t TB, bin, initdb string) *SQLServer {
 		RawQuery: "sslmode=disable",
 	}
 	adminURL := u.String()
-	proc := StartProcess(t, ProcessSpec{
+	proc := testserver.StartProcess(t, testserver.ProcessSpec{
 		Name: "postgres",
 		Path: bin,
 		Args: []string{"-D", data, "-p", strconv.Itoa(port), "-h", "127.0.0.1", "-k", sockDir,
@@ -185,7 +186,7 @@ func startPostgres(t TB, bin, initdb string) *SQLServer {
 	return s
 }
 
-func postgresFromEnv(t TB, v string) *SQLServer {
+func postgresFromEnv(t testserver.TB, v string) *SQLServer {
 	t.Helper()
 	u, err := url.Parse(v)
 	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") || u.Host == "" {
@@ -202,17 +203,18 @@ func postgresFromEnv(t TB, v string) *SQLServer {
 	return &SQLServer{Dialect: DialectPostgres, Addr: u.Host, admin: postgresAdmin{u: u}}
 }
 
-func postgresContainer(t TB) *SQLServer {
+func postgresContainer(t testserver.TB) *SQLServer {
 	t.Helper()
-	password := randomHex(12)
-	addr := startContainer(t, containerSpec{
-		image: PostgresImage,
-		port:  "5432/tcp",
-		env:   map[string]string{"POSTGRES_USER": postgresUser, "POSTGRES_PASSWORD": password},
-		cmd:   []string{"postgres", "-c", "fsync=off", "-c", "full_page_writes=off"},
+	password := testserver.RandomHex(12)
+	addr := testserver.StartContainer(t, testserver.ContainerSpec{
+		Image: PostgresImage,
+		Port:  "5432/tcp",
+		Env:   map[string]string{"POSTGRES_USER": postgresUser, "POSTGRES_PASSWORD": password},
+		Cmd:   []string{"postgres", "-c", "fsync=off", "-c", "full_page_writes=off"},
 		// The entrypoint runs a temporary server first; the second
 		// "ready" line is the real one.
-		wait: wait.ForLog("database system is ready to accept connections").WithOccurrence(2),
+		WaitLog:        "database system is ready to accept connections",
+		WaitOccurrence: 2,
 	})
 	if addr == "" {
 		return nil
@@ -221,7 +223,7 @@ func postgresContainer(t TB) *SQLServer {
 		Path: "/postgres", RawQuery: "sslmode=disable"}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := pollUntil(ctx, func(ctx context.Context) error { return pgExec(ctx, u.String()) }); err != nil {
+	if err := testserver.PollUntil(ctx, func(ctx context.Context) error { return pgExec(ctx, u.String()) }); err != nil {
 		t.Fatalf("testserver: postgres container at %s: %v", addr, err)
 		return nil
 	}

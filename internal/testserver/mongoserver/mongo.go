@@ -1,4 +1,4 @@
-package testserver
+package mongoserver
 
 import (
 	"context"
@@ -10,11 +10,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/testcontainers/testcontainers-go/wait"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
+
+	"github.com/golocker/locker/internal/testserver"
 )
 
 // EnvMongoURI names a MongoDB server the user already runs:
@@ -27,6 +28,9 @@ const MongoImage = "mongo:7.0"
 
 const mongoInstallHint = "install mongod (MongoDB is not in Debian), or put a Go toolchain on PATH so that FerretDB can be built"
 
+// dropTimeout bounds the drop of a test's database.
+const dropTimeout = 15 * time.Second
+
 // mongoReplicaSet is the replica set name of the mongod this package starts.
 const mongoReplicaSet = "rs0"
 
@@ -37,10 +41,10 @@ const mongoReplicaSet = "rs0"
 // Proc is nil when this package did not start the server (an environment
 // variable or a container named it); the fault hooks then return an error.
 type MongoServer struct {
-	URI        string   // mongodb:// URI without a database, for mongo.Connect
-	Addr       string   // host:port of the server
-	ReplicaSet string   // the replica set name, "" when not a replica set
-	Proc       *Process // the server process, nil if not ours
+	URI        string              // mongodb:// URI without a database, for mongo.Connect
+	Addr       string              // host:port of the server
+	ReplicaSet string              // the replica set name, "" when not a replica set
+	Proc       *testserver.Process // the server process, nil if not ours
 
 	// FerretDB is true when the server is FerretDB (on SQLite) rather than
 	// mongod. FerretDB has no TTL indexes, change streams, transactions or
@@ -59,7 +63,7 @@ type MongoDatabase struct {
 // Mongo returns a fresh database on a MongoDB server started for this test
 // (or named by LOCKER_TEST_MONGO_URI). Use StartMongo and NewDatabase to
 // share one server across tests.
-func Mongo(t TB) *MongoDatabase {
+func Mongo(t testserver.TB) *MongoDatabase {
 	t.Helper()
 	s := StartMongo(t)
 	if s == nil {
@@ -71,33 +75,38 @@ func Mongo(t TB) *MongoDatabase {
 // StartMongo returns a MongoDB-compatible server: the one named by
 // LOCKER_TEST_MONGO_URI; else mongod from PATH, started on a free loopback
 // port as a single-node replica set and ready once it is primary; else
-// FerretDB with its SQLite backend, built from the helper module in
-// internal/testserver/ferretdb on first use and cached; else a container
-// running mongod; else it skips (or fails, with LOCKER_REQUIRE_SERVERS=1).
-func StartMongo(t TB) *MongoServer {
+// FerretDB with its SQLite backend, built from the helper module in the
+// directory ferretdb next to this file on first use and cached; else a
+// container running mongod; else it skips (or fails, with
+// LOCKER_REQUIRE_SERVERS=1).
+func StartMongo(t testserver.TB) *MongoServer {
 	t.Helper()
-	if v := EnvAddr(EnvMongoURI); v != "" {
+	if v := testserver.EnvAddr(EnvMongoURI); v != "" {
 		return mongoFromEnv(t, v)
 	}
-	if bin := lookPath([]string{"mongod"}, "/usr/bin", "/usr/local/bin"); bin != "" {
+	if bin := mongodPath(); bin != "" {
 		return startMongod(t, bin)
 	}
-	if goToolPath() != "" {
+	if testserver.GoTool() != "" {
 		return startFerretDB(t)
 	}
-	if DockerAvailable() {
+	if testserver.DockerAvailable() {
 		return mongoContainer(t)
 	}
-	Unavailable(t, "no MongoDB: mongod not found and no go command to build FerretDB; %s, or set %s", mongoInstallHint, EnvMongoURI)
+	testserver.Unavailable(t, "no MongoDB: mongod not found and no go command to build FerretDB; %s, or set %s", mongoInstallHint, EnvMongoURI)
 	return nil
+}
+
+func mongodPath() string {
+	return testserver.LookPath([]string{"mongod"}, "/usr/bin", "/usr/local/bin")
 }
 
 // NewDatabase picks a database name of its own for t and registers a
 // cleanup that drops the database when t ends. MongoDB creates the database
 // on its first write.
-func (s *MongoServer) NewDatabase(t TB) *MongoDatabase {
+func (s *MongoServer) NewDatabase(t testserver.TB) *MongoDatabase {
 	t.Helper()
-	name := uniqueDBName(t)
+	name := testserver.UniqueDBName(t)
 	u, err := url.Parse(s.URI)
 	if err != nil {
 		t.Fatalf("testserver: mongo: bad server URI") // the error would quote the password
@@ -108,7 +117,7 @@ func (s *MongoServer) NewDatabase(t TB) *MongoDatabase {
 		if s.Proc != nil && !s.Proc.Running() {
 			return
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), sqlAdminTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), dropTimeout)
 		defer cancel()
 		err := withMongo(ctx, s.URI, func(ctx context.Context, c *mongo.Client) error {
 			return c.Database(name).Drop(ctx)
@@ -121,38 +130,38 @@ func (s *MongoServer) NewDatabase(t TB) *MongoDatabase {
 }
 
 // Kill kills the server with SIGKILL.
-func (s *MongoServer) Kill() error { return s.proc("kill", (*Process).Kill) }
+func (s *MongoServer) Kill() error { return s.proc("kill", (*testserver.Process).Kill) }
 
 // Stop stops the server with SIGTERM (SIGKILL after 10s).
-func (s *MongoServer) Stop() error { return s.proc("stop", (*Process).Stop) }
+func (s *MongoServer) Stop() error { return s.proc("stop", (*testserver.Process).Stop) }
 
 // Pause freezes the server with SIGSTOP and returns once it has stopped.
 func (s *MongoServer) Pause() error {
-	return s.proc("pause", func(p *Process) error {
+	return s.proc("pause", func(p *testserver.Process) error {
 		if err := p.Pause(); err != nil {
 			return err
 		}
-		return waitStopped([]int{p.Pid()}, 5*time.Second)
+		return testserver.WaitStopped([]int{p.Pid()}, 5*time.Second)
 	})
 }
 
 // Resume continues a paused server.
-func (s *MongoServer) Resume() error { return s.proc("resume", (*Process).Resume) }
+func (s *MongoServer) Resume() error { return s.proc("resume", (*testserver.Process).Resume) }
 
 // Restart starts the server again on the same port and data directory and
 // waits until it answers (for mongod, until it is primary again).
 func (s *MongoServer) Restart(ctx context.Context) error {
-	return s.proc("restart", func(p *Process) error { return p.Restart(ctx) })
+	return s.proc("restart", func(p *testserver.Process) error { return p.Restart(ctx) })
 }
 
-func (s *MongoServer) proc(op string, f func(*Process) error) error {
+func (s *MongoServer) proc(op string, f func(*testserver.Process) error) error {
 	if s == nil || s.Proc == nil {
 		return fmt.Errorf("testserver: cannot %s MongoDB server: not started by this package", op)
 	}
 	return f(s.Proc)
 }
 
-func mongoFromEnv(t TB, v string) *MongoServer {
+func mongoFromEnv(t testserver.TB, v string) *MongoServer {
 	t.Helper()
 	u, err := url.Parse(v)
 	if err != nil || (u.Scheme != "mongodb" && u.Scheme != "mongodb+srv") {
@@ -184,12 +193,12 @@ func mongoFromEnv(t TB, v string) *MongoServer {
 // startMongod starts mongod as a single-node replica set whose one member
 // is 127.0.0.1:PORT, so the driver's replica set discovery works as it
 // would in production.
-func startMongod(t TB, bin string) *MongoServer {
+func startMongod(t testserver.TB, bin string) *MongoServer {
 	t.Helper()
 	dir := t.TempDir()
-	port := FreePort(t)
+	port := testserver.FreePort(t)
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	proc := StartProcess(t, ProcessSpec{
+	proc := testserver.StartProcess(t, testserver.ProcessSpec{
 		Name: "mongod",
 		Path: bin,
 		Args: []string{
@@ -218,20 +227,20 @@ func startMongod(t TB, bin string) *MongoServer {
 
 // mongoContainer runs mongod as a single-node replica set whose member is
 // named as the container sees itself; clients therefore connect directly.
-func mongoContainer(t TB) *MongoServer {
+func mongoContainer(t testserver.TB) *MongoServer {
 	t.Helper()
-	addr := startContainer(t, containerSpec{
-		image: MongoImage,
-		port:  "27017/tcp",
-		cmd:   []string{"mongod", "--replSet", mongoReplicaSet, "--bind_ip_all"},
-		wait:  wait.ForLog("Waiting for connections"),
+	addr := testserver.StartContainer(t, testserver.ContainerSpec{
+		Image:   MongoImage,
+		Port:    "27017/tcp",
+		Cmd:     []string{"mongod", "--replSet", mongoReplicaSet, "--bind_ip_all"},
+		WaitLog: "Waiting for connections",
 	})
 	if addr == "" {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	err := pollUntil(ctx, func(ctx context.Context) error {
+	err := testserver.PollUntil(ctx, func(ctx context.Context) error {
 		return mongoPrimary(ctx, addr, []bson.M{{"_id": 0, "host": "localhost:27017"}})
 	})
 	if err != nil {

@@ -1,4 +1,4 @@
-package testserver
+package zkserver
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/golocker/locker/internal/testserver"
 )
 
 // Environment variables for ZooKeeper.
@@ -32,6 +34,10 @@ const (
 // well under a second.
 const ZooKeeperTickTime = 200 * time.Millisecond
 
+// ZooKeeperImage is the image used when ZooKeeper is started in a
+// container.
+const ZooKeeperImage = "zookeeper:3.8"
+
 const zkInstallHint = "install Debian package zookeeper (scripts/install-test-deps.sh)"
 
 // ZooKeeperServer is a standalone ZooKeeper or an ensemble.
@@ -45,17 +51,17 @@ type ZooKeeperServer struct {
 
 // ZooKeeperNode is one ZooKeeper server process.
 type ZooKeeperNode struct {
-	ID   int      // server id (myid), from 1
-	Addr string   // client host:port
-	Proc *Process // the JVM
+	ID   int                 // server id (myid), from 1
+	Addr string              // client host:port
+	Proc *testserver.Process // the JVM
 }
 
 // ZooKeeper returns a standalone ZooKeeper: the one named by
 // LOCKER_TEST_ZK_ADDRS, else one started from Debian's jars on a free
 // loopback port, else a container.
-func ZooKeeper(t TB) *ZooKeeperServer {
+func ZooKeeper(t testserver.TB) *ZooKeeperServer {
 	t.Helper()
-	if addrs := EnvAddrs(EnvZooKeeperAddrs); len(addrs) > 0 {
+	if addrs := testserver.EnvAddrs(EnvZooKeeperAddrs); len(addrs) > 0 {
 		return envZooKeeper(t, EnvZooKeeperAddrs, addrs)
 	}
 	return startZooKeeper(t, 1)
@@ -64,18 +70,18 @@ func ZooKeeper(t TB) *ZooKeeperServer {
 // ZooKeeperEnsemble returns a 3-server ensemble: the one named by
 // LOCKER_TEST_ZK_ENSEMBLE_ADDRS, else three servers started in parallel.
 // It returns once every server serves as leader or follower.
-func ZooKeeperEnsemble(t TB) *ZooKeeperServer {
+func ZooKeeperEnsemble(t testserver.TB) *ZooKeeperServer {
 	t.Helper()
-	if addrs := EnvAddrs(EnvZooKeeperEnsembleAddrs); len(addrs) > 0 {
+	if addrs := testserver.EnvAddrs(EnvZooKeeperEnsembleAddrs); len(addrs) > 0 {
 		return envZooKeeper(t, EnvZooKeeperEnsembleAddrs, addrs)
 	}
 	return startZooKeeper(t, 3)
 }
 
-func envZooKeeper(t TB, env string, addrs []string) *ZooKeeperServer {
+func envZooKeeper(t testserver.TB, env string, addrs []string) *ZooKeeperServer {
 	t.Helper()
 	for _, a := range addrs {
-		checkEnvServer(t, env, a)
+		testserver.CheckEnvServer(t, env, a)
 	}
 	return &ZooKeeperServer{Addrs: addrs}
 }
@@ -83,8 +89,8 @@ func envZooKeeper(t TB, env string, addrs []string) *ZooKeeperServer {
 // zooKeeperJava returns the java binary and the classpath of ZooKeeper's
 // server, or "" when either is missing.
 func zooKeeperJava() (java, classpath string) {
-	java = lookPath([]string{"java"}, "/usr/bin", "/usr/local/bin")
-	if cp := EnvAddr(EnvZooKeeperClasspath); cp != "" {
+	java = testserver.LookPath([]string{"java"}, "/usr/bin", "/usr/local/bin")
+	if cp := testserver.EnvAddr(EnvZooKeeperClasspath); cp != "" {
 		return java, cp
 	}
 	// Debian's zookeeper.jar lists its dependencies in its manifest;
@@ -99,25 +105,25 @@ func zooKeeperJava() (java, classpath string) {
 	return java, ""
 }
 
-func startZooKeeper(t TB, n int) *ZooKeeperServer {
+func startZooKeeper(t testserver.TB, n int) *ZooKeeperServer {
 	t.Helper()
 	java, cp := zooKeeperJava()
 	if java == "" || cp == "" {
-		if n == 1 && DockerAvailable() {
+		if n == 1 && testserver.DockerAvailable() {
 			return zooKeeperContainer(t)
 		}
-		Unavailable(t, "no ZooKeeper: java or ZooKeeper's jars not found; %s, set %s or set %s", zkInstallHint, EnvZooKeeperClasspath, EnvZooKeeperAddrs)
+		testserver.Unavailable(t, "no ZooKeeper: java or ZooKeeper's jars not found; %s, set %s or set %s", zkInstallHint, EnvZooKeeperClasspath, EnvZooKeeperAddrs)
 		return nil
 	}
 	type ports struct{ client, quorum, election int }
 	ps := make([]ports, n)
 	var servers []string
 	for i := range ps {
-		ps[i] = ports{FreePort(t), FreePort(t), FreePort(t)}
+		ps[i] = ports{testserver.FreePort(t), testserver.FreePort(t), testserver.FreePort(t)}
 		servers = append(servers, fmt.Sprintf("server.%d=127.0.0.1:%d:%d", i+1, ps[i].quorum, ps[i].election))
 	}
 	z := &ZooKeeperServer{}
-	specs := make([]ProcessSpec, n)
+	specs := make([]testserver.ProcessSpec, n)
 	for i := range specs {
 		dir := t.TempDir()
 		dataDir := filepath.Join(dir, "data")
@@ -145,7 +151,7 @@ func startZooKeeper(t TB, n int) *ZooKeeperServer {
 		z.Nodes = append(z.Nodes, node)
 		z.Addrs = append(z.Addrs, node.Addr)
 		addr := node.Addr
-		specs[i] = ProcessSpec{
+		specs[i] = testserver.ProcessSpec{
 			Name: fmt.Sprintf("zookeeper-%d", i+1),
 			Path: java,
 			Args: []string{
@@ -164,7 +170,7 @@ func startZooKeeper(t TB, n int) *ZooKeeperServer {
 			ReadyTimeout: 90 * time.Second,
 		}
 	}
-	for i, p := range StartProcesses(t, specs...) {
+	for i, p := range testserver.StartProcesses(t, specs...) {
 		z.Nodes[i].Proc = p
 	}
 	return z
@@ -267,7 +273,7 @@ func zooKeeperMode(ctx context.Context, addr string) (string, error) {
 // allow srvr, mntr, ruok, stat and conf. Each call is bounded to 2s (less
 // if ctx ends sooner), so a paused server cannot hang it.
 func FourLetterWord(ctx context.Context, addr, cmd string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	ctx, cancel := context.WithTimeout(ctx, testserver.CallTimeout)
 	defer cancel()
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", addr)
@@ -307,3 +313,21 @@ func (n *ZooKeeperNode) Restart(ctx context.Context) error { return n.Proc.Resta
 
 // String returns the node's id and client address.
 func (n *ZooKeeperNode) String() string { return fmt.Sprintf("zookeeper-%d@%s", n.ID, n.Addr) }
+
+func zooKeeperContainer(t testserver.TB) *ZooKeeperServer {
+	t.Helper()
+	addr := testserver.StartContainer(t, testserver.ContainerSpec{
+		Image: ZooKeeperImage,
+		Port:  "2181/tcp",
+		Env: map[string]string{
+			"ZOO_TICK_TIME":              "200",
+			"ZOO_4LW_COMMANDS_WHITELIST": "srvr,mntr,ruok",
+			"ZOO_ADMINSERVER_ENABLED":    "false",
+		},
+		WaitLog: "binding to port",
+	})
+	if addr == "" {
+		return nil
+	}
+	return &ZooKeeperServer{Addrs: []string{addr}}
+}

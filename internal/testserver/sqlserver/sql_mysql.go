@@ -1,4 +1,4 @@
-package testserver
+package sqlserver
 
 import (
 	"context"
@@ -14,7 +14,8 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
-	"github.com/testcontainers/testcontainers-go/wait"
+
+	"github.com/golocker/locker/internal/testserver"
 )
 
 // EnvMySQLDSN names a MySQL or MariaDB server the user already runs, as a
@@ -37,32 +38,32 @@ const mysqlUser = "locker"
 // LOCKER_TEST_MYSQL_DSN, else a mariadbd started on a free loopback port
 // with its data in a temp dir, else a container, else it skips (or fails,
 // with LOCKER_REQUIRE_SERVERS=1).
-func StartMySQL(t TB) *SQLServer {
+func StartMySQL(t testserver.TB) *SQLServer {
 	t.Helper()
-	if v := EnvAddr(EnvMySQLDSN); v != "" {
+	if v := testserver.EnvAddr(EnvMySQLDSN); v != "" {
 		return mysqlFromEnv(t, v)
 	}
 	if bin, install := mariadbPaths(); bin != "" && install != "" {
 		return startMariaDB(t, bin, install)
 	}
-	if DockerAvailable() {
+	if testserver.DockerAvailable() {
 		return mariadbContainer(t)
 	}
-	Unavailable(t, "no MySQL/MariaDB: mariadbd or mariadb-install-db not found; %s or set %s", mariadbInstallHint, EnvMySQLDSN)
+	testserver.Unavailable(t, "no MySQL/MariaDB: mariadbd or mariadb-install-db not found; %s or set %s", mariadbInstallHint, EnvMySQLDSN)
 	return nil
 }
 
 func mariadbPaths() (server, install string) {
 	dirs := []string{"/usr/sbin", "/usr/bin", "/usr/local/bin", "/usr/local/mysql/bin"}
-	return lookPath([]string{"mariadbd"}, dirs...), lookPath([]string{"mariadb-install-db"}, dirs...)
+	return testserver.LookPath([]string{"mariadbd"}, dirs...), testserver.LookPath([]string{"mariadb-install-db"}, dirs...)
 }
 
-func startMariaDB(t TB, bin, install string) *SQLServer {
+func startMariaDB(t testserver.TB, bin, install string) *SQLServer {
 	t.Helper()
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
-	sock := filepath.Join(socketDir(t, dir, "mysqld.sock"), "mysqld.sock")
-	port := FreePort(t)
+	sock := filepath.Join(testserver.SocketDir(t, dir, "mysqld.sock"), "mysqld.sock")
+	port := testserver.FreePort(t)
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 
 	// Small InnoDB buffers and log, and no fsync at commit: the server
@@ -86,7 +87,7 @@ func startMariaDB(t TB, bin, install string) *SQLServer {
 	args := append([]string{"--no-defaults", "--datadir=" + data,
 		"--auth-root-authentication-method=normal", "--skip-test-db"}, asRoot...)
 	args = append(args, tuning...)
-	if out, err := runSetup(2*time.Minute, nil, dir, install, args...); err != nil {
+	if out, err := testserver.RunSetup(2*time.Minute, nil, dir, install, args...); err != nil {
 		t.Fatalf("testserver: %s: %v\n%s", filepath.Base(install), err, out)
 		return nil
 	}
@@ -110,7 +111,7 @@ func startMariaDB(t TB, bin, install string) *SQLServer {
 		"--max-connections=500",
 	}, asRoot...)
 	args = append(args, tuning...)
-	proc := StartProcess(t, ProcessSpec{
+	proc := testserver.StartProcess(t, testserver.ProcessSpec{
 		Name:  "mariadb",
 		Path:  bin,
 		Args:  args,
@@ -121,7 +122,7 @@ func startMariaDB(t TB, bin, install string) *SQLServer {
 		return nil
 	}
 
-	password := randomHex(12)
+	password := testserver.RandomHex(12)
 	ctx, cancel := context.WithTimeout(context.Background(), sqlAdminTimeout)
 	defer cancel()
 	err := mysqlExec(ctx, rootDSN,
@@ -137,7 +138,7 @@ func startMariaDB(t TB, bin, install string) *SQLServer {
 	return &SQLServer{Dialect: DialectMySQL, Addr: addr, Proc: proc, admin: mysqlAdmin{cfg: cfg}}
 }
 
-func mysqlFromEnv(t TB, v string) *SQLServer {
+func mysqlFromEnv(t testserver.TB, v string) *SQLServer {
 	t.Helper()
 	cfg, err := parseMySQLDSN(v)
 	if err != nil {
@@ -182,16 +183,17 @@ func parseMySQLDSN(v string) (*mysql.Config, error) {
 	return cfg, nil
 }
 
-func mariadbContainer(t TB) *SQLServer {
+func mariadbContainer(t testserver.TB) *SQLServer {
 	t.Helper()
-	password := randomHex(12)
-	addr := startContainer(t, containerSpec{
-		image: MariaDBImage,
-		port:  "3306/tcp",
-		env:   map[string]string{"MARIADB_ROOT_PASSWORD": password},
+	password := testserver.RandomHex(12)
+	addr := testserver.StartContainer(t, testserver.ContainerSpec{
+		Image: MariaDBImage,
+		Port:  "3306/tcp",
+		Env:   map[string]string{"MARIADB_ROOT_PASSWORD": password},
 		// The entrypoint runs a temporary server first; the second
 		// "ready" line is the real one.
-		wait: wait.ForLog("ready for connections").WithOccurrence(2),
+		WaitLog:        "ready for connections",
+		WaitOccurrence: 2,
 	})
 	if addr == "" {
 		return nil
@@ -200,7 +202,7 @@ func mariadbContainer(t TB) *SQLServer {
 	cfg.User, cfg.Passwd, cfg.Net, cfg.Addr = "root", password, "tcp", addr
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := pollUntil(ctx, func(ctx context.Context) error { return mysqlPing(ctx, cfg.FormatDSN()) }); err != nil {
+	if err := testserver.PollUntil(ctx, func(ctx context.Context) error { return mysqlPing(ctx, cfg.FormatDSN()) }); err != nil {
 		t.Fatalf("testserver: mariadb container at %s: %v", addr, err)
 		return nil
 	}
@@ -259,20 +261,4 @@ func mysqlExec(ctx context.Context, dsn string, stmts ...string) error {
 		}
 	}
 	return nil
-}
-
-// pollUntil calls f every 100ms until it returns nil or ctx ends, and then
-// returns f's last error.
-func pollUntil(ctx context.Context, f func(context.Context) error) error {
-	for {
-		err := f(ctx)
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
 }

@@ -1,12 +1,14 @@
-package testserver
+package redisserver
 
 import (
 	"context"
 	"fmt"
 	"os/exec"
 	"strconv"
-	"strings"
 	"time"
+
+	"github.com/golocker/locker/internal/keyslot"
+	"github.com/golocker/locker/internal/testserver"
 )
 
 // RedisClusterServer is a Redis Cluster.
@@ -30,36 +32,36 @@ type RedisClusterOptions struct {
 // RedisCluster returns a Redis Cluster of 3 masters without replicas: the
 // one named by LOCKER_TEST_REDIS_CLUSTER_ADDRS, else one started from
 // redis-server and redis-cli on free loopback ports.
-func RedisCluster(t TB) *RedisClusterServer {
+func RedisCluster(t testserver.TB) *RedisClusterServer {
 	t.Helper()
 	return RedisClusterWith(t, RedisClusterOptions{})
 }
 
 // RedisClusterWith is RedisCluster with options. An environment-named
 // cluster is used only when opts asks for no replicas.
-func RedisClusterWith(t TB, opts RedisClusterOptions) *RedisClusterServer {
+func RedisClusterWith(t testserver.TB, opts RedisClusterOptions) *RedisClusterServer {
 	t.Helper()
 	if opts.Masters <= 0 {
 		opts.Masters = 3
 	}
-	if addrs := EnvAddrs(EnvRedisClusterAddrs); len(addrs) > 0 && opts.ReplicasPerMaster == 0 {
+	if addrs := testserver.EnvAddrs(EnvRedisClusterAddrs); len(addrs) > 0 && opts.ReplicasPerMaster == 0 {
 		c := &RedisClusterServer{}
 		for _, a := range addrs {
-			checkEnvServer(t, EnvRedisClusterAddrs, a)
+			testserver.CheckEnvServer(t, EnvRedisClusterAddrs, a)
 			c.Nodes = append(c.Nodes, &RedisServer{Addr: a})
 		}
 		return c
 	}
 	bin, cli := redisServerPath(), redisCLIPath()
 	if bin == "" || cli == "" {
-		Unavailable(t, "no Redis Cluster: redis-server or redis-cli not found; %s or set %s", redisInstallHint, EnvRedisClusterAddrs)
+		testserver.Unavailable(t, "no Redis Cluster: redis-server or redis-cli not found; %s or set %s", redisInstallHint, EnvRedisClusterAddrs)
 		return nil
 	}
 	n := opts.Masters * (1 + opts.ReplicasPerMaster)
-	specs := make([]ProcessSpec, n)
+	specs := make([]testserver.ProcessSpec, n)
 	addrs := make([]string, n)
 	for i := range specs {
-		busPort := FreePort(t)
+		busPort := testserver.FreePort(t)
 		specs[i], addrs[i] = redisSpec(t, bin, fmt.Sprintf("redis-cluster-%d", i+1), RedisOptions{},
 			"--cluster-enabled", "yes",
 			"--cluster-port", strconv.Itoa(busPort),
@@ -68,7 +70,7 @@ func RedisClusterWith(t TB, opts RedisClusterOptions) *RedisClusterServer {
 			"--cluster-replica-validity-factor", "0",
 		)
 	}
-	procs := StartProcesses(t, specs...)
+	procs := testserver.StartProcesses(t, specs...)
 	c := &RedisClusterServer{}
 	for i, p := range procs {
 		c.Nodes = append(c.Nodes, &RedisServer{Addr: addrs[i], Proc: p})
@@ -141,30 +143,7 @@ func (c *RedisClusterServer) healthy(ctx context.Context) error {
 
 // KeySlot returns the hash slot of key, as CLUSTER KEYSLOT computes it
 // (honouring {hash tags}).
-func KeySlot(key string) int {
-	if i := strings.IndexByte(key, '{'); i >= 0 {
-		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
-			key = key[i+1 : i+1+j]
-		}
-	}
-	return int(crc16(key) % 16384)
-}
-
-// crc16 is CRC-16/XMODEM, the checksum Redis Cluster uses for key slots.
-func crc16(s string) uint16 {
-	var crc uint16
-	for i := 0; i < len(s); i++ {
-		crc ^= uint16(s[i]) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return crc
-}
+func KeySlot(key string) int { return int(keyslot.Of(key)) }
 
 // SlotOwner returns the node that serves slot as master, asking the running
 // nodes with CLUSTER SLOTS in turn.

@@ -1,14 +1,19 @@
-// Command etcdserver runs one etcd member through etcd's embed package, so
+// Command etcdhelper runs one etcd member through etcd's embed package, so
 // that the tests of golocker can start, kill and pause etcd members as real
-// processes without an etcd binary installed. internal/testserver builds and
-// starts it; it is not meant to be run by hand.
+// processes without an etcd binary installed. Package
+// internal/testserver/etcdserver builds and starts it; it is not meant to be
+// run by hand.
 //
 // Usage:
 //
-//	etcdserver --config-file etcd.yaml
+//	etcdhelper --config-file etcd.yaml
 //
 // The configuration file has the format of etcd's own --config-file, so
-// internal/testserver starts a real etcd binary with the same file.
+// etcdserver starts a real etcd binary with the same file.
+//
+// It lives in a module of its own so that etcd's server packages, and all
+// they import, stay out of the go.mod of etcdlock and of every other
+// module of golocker.
 package main
 
 import (
@@ -24,7 +29,7 @@ import (
 
 func main() {
 	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "etcdserver:", err)
+		fmt.Fprintln(os.Stderr, "etcdhelper:", err)
 		os.Exit(1)
 	}
 }
@@ -49,7 +54,7 @@ func run() error {
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	select {
 	case <-e.Server.ReadyNotify():
-		fmt.Fprintln(os.Stderr, "etcdserver: ready to serve client requests")
+		fmt.Fprintln(os.Stderr, "etcdhelper: ready to serve client requests")
 	case err := <-e.Err():
 		return err
 	case s := <-sigs:

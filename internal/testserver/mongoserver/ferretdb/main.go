@@ -3,8 +3,9 @@
 // mongod.
 //
 // It lives in its own module so that FerretDB's dependencies stay out of
-// golocker's go.mod. internal/testserver builds it on first use and caches
-// the binary; nothing else should need to run it by hand:
+// golocker's go.mod files. Package internal/testserver/mongoserver builds it
+// on first use and caches the binary; nothing else should need to run it by
+// hand:
 //
 //	ferretdb -listen 127.0.0.1:27018 -dir /tmp/data
 //

@@ -1,14 +1,18 @@
-package testserver
+package redisserver
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/golocker/locker/internal/testserver"
 )
 
 // unlockScript deletes a lock key only if it still holds the caller's token.
@@ -42,8 +46,8 @@ func redisSmoke(t *testing.T, c redis.UniversalClient, prefix string) {
 	}
 }
 
-func procsOf(rs ...*RedisServer) []*Process {
-	var out []*Process
+func procsOf(rs ...*RedisServer) []*testserver.Process {
+	var out []*testserver.Process
 	for _, r := range rs {
 		if r.Proc != nil {
 			out = append(out, r.Proc)
@@ -58,7 +62,7 @@ func TestRedis(t *testing.T) {
 	t.Run("standalone", func(t *testing.T) {
 		t.Parallel()
 		var srv *RedisServer
-		withServers(t, func(t *testing.T) []*Process {
+		tracked.WithServers(t, func(t *testing.T) []*testserver.Process {
 			srv = Redis(t)
 			return procsOf(srv)
 		}, func(t *testing.T) {
@@ -88,7 +92,7 @@ func TestRedis(t *testing.T) {
 	t.Run("persistence_survives_restart", func(t *testing.T) {
 		t.Parallel()
 		var srv *RedisServer
-		withServers(t, func(t *testing.T) []*Process {
+		tracked.WithServers(t, func(t *testing.T) []*testserver.Process {
 			srv = RedisWith(t, RedisOptions{Persistence: true})
 			return procsOf(srv)
 		}, func(t *testing.T) {
@@ -114,7 +118,7 @@ func TestRedis(t *testing.T) {
 	t.Run("redlock_instances", func(t *testing.T) {
 		t.Parallel()
 		var srvs []*RedisServer
-		withServers(t, func(t *testing.T) []*Process {
+		tracked.WithServers(t, func(t *testing.T) []*testserver.Process {
 			srvs = RedisInstances(t, 3)
 			return procsOf(srvs...)
 		}, func(t *testing.T) {
@@ -134,7 +138,7 @@ func TestRedis(t *testing.T) {
 	t.Run("cluster", func(t *testing.T) {
 		t.Parallel()
 		var c *RedisClusterServer
-		withServers(t, func(t *testing.T) []*Process {
+		tracked.WithServers(t, func(t *testing.T) []*testserver.Process {
 			c = RedisCluster(t)
 			return procsOf(c.Nodes...)
 		}, func(t *testing.T) {
@@ -164,7 +168,7 @@ func TestRedis(t *testing.T) {
 	t.Run("cluster_failover", func(t *testing.T) {
 		t.Parallel()
 		var c *RedisClusterServer
-		withServers(t, func(t *testing.T) []*Process {
+		tracked.WithServers(t, func(t *testing.T) []*testserver.Process {
 			c = RedisClusterWith(t, RedisClusterOptions{ReplicasPerMaster: 1})
 			return procsOf(c.Nodes...)
 		}, func(t *testing.T) {
@@ -202,7 +206,7 @@ func TestRedis(t *testing.T) {
 	t.Run("sentinel_failover", func(t *testing.T) {
 		t.Parallel()
 		var s *RedisSentinelServer
-		withServers(t, func(t *testing.T) []*Process {
+		tracked.WithServers(t, func(t *testing.T) []*testserver.Process {
 			s = RedisSentinel(t)
 			return procsOf(append(append([]*RedisServer(nil), s.Servers...), s.Sentinels...)...)
 		}, func(t *testing.T) {
@@ -254,3 +258,9 @@ func isRetryable(err error) bool {
 	var re redis.Error
 	return !errors.As(err, &re) || strings.HasPrefix(re.Error(), "READONLY")
 }
+
+// tracked holds the server processes these tests started: TestMain fails
+// the run if one of them, or a goroutine, outlived the tests.
+var tracked testserver.Tracker
+
+func TestMain(m *testing.M) { os.Exit(tracked.MainChecked(m, func() error { return goleak.Find() })) }

@@ -1,15 +1,19 @@
-package testserver
+package zkserver
 
 import (
 	"context"
 	"errors"
 	"net"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"go.uber.org/goleak"
+
+	"github.com/golocker/locker/internal/testserver"
 )
 
 type nopLogger struct{}
@@ -60,8 +64,8 @@ func zkSmoke(t *testing.T, c *zk.Conn) {
 	}
 }
 
-func zkProcs(z *ZooKeeperServer) []*Process {
-	var out []*Process
+func zkProcs(z *ZooKeeperServer) []*testserver.Process {
+	var out []*testserver.Process
 	for _, n := range z.Nodes {
 		out = append(out, n.Proc)
 	}
@@ -74,7 +78,7 @@ func TestZooKeeper(t *testing.T) {
 	t.Run("standalone_with_short_sessions", func(t *testing.T) {
 		t.Parallel()
 		var z *ZooKeeperServer
-		withServers(t, func(t *testing.T) []*Process {
+		tracked.WithServers(t, func(t *testing.T) []*testserver.Process {
 			z = ZooKeeper(t)
 			return zkProcs(z)
 		}, func(t *testing.T) {
@@ -117,7 +121,7 @@ func TestZooKeeper(t *testing.T) {
 	t.Run("ensemble_survives_leader_kill", func(t *testing.T) {
 		t.Parallel()
 		var z *ZooKeeperServer
-		withServers(t, func(t *testing.T) []*Process {
+		tracked.WithServers(t, func(t *testing.T) []*testserver.Process {
 			z = ZooKeeperEnsemble(t)
 			return zkProcs(z)
 		}, func(t *testing.T) {
@@ -190,3 +194,9 @@ func (c *silentConn) Write(b []byte) (int, error) {
 	}
 	return c.Conn.Write(b)
 }
+
+// tracked holds the server processes these tests started: TestMain fails
+// the run if one of them, or a goroutine, outlived the tests.
+var tracked testserver.Tracker
+
+func TestMain(m *testing.M) { os.Exit(tracked.MainChecked(m, func() error { return goleak.Find() })) }

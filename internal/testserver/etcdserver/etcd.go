@@ -1,22 +1,19 @@
-package testserver
+package etcdserver
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/golocker/locker/internal/testserver"
 )
 
 // Environment variables naming etcd servers the user already runs.
@@ -28,11 +25,12 @@ const (
 	// "127.0.0.1:2379,127.0.0.1:22379,127.0.0.1:32379".
 	EnvEtcdClusterEndpoints = "LOCKER_TEST_ETCD_CLUSTER_ENDPOINTS"
 	// EnvEtcdBinary names an etcd binary to start instead of the helper
-	// built from this module: "/usr/bin/etcd".
+	// built from the etcdhelper module: "/usr/bin/etcd".
 	EnvEtcdBinary = "LOCKER_TEST_ETCD_BINARY"
 )
 
-const etcdHelperPkg = "github.com/golocker/locker/internal/testserver/cmd/etcdserver"
+// EtcdImage is the image used when etcd is started in a container.
+const EtcdImage = "gcr.io/etcd-development/etcd:v3.6.16"
 
 // EtcdServer is an etcd cluster of one or more members.
 type EtcdServer struct {
@@ -46,18 +44,18 @@ type EtcdServer struct {
 
 // EtcdMember is one etcd member process.
 type EtcdMember struct {
-	Name       string   // member name, e.g. "etcd-2"
-	ClientAddr string   // host:port of its client URL
-	PeerAddr   string   // host:port of its peer URL
-	Proc       *Process // the member's process
+	Name       string              // member name, e.g. "etcd-2"
+	ClientAddr string              // host:port of its client URL
+	PeerAddr   string              // host:port of its peer URL
+	Proc       *testserver.Process // the member's process
 }
 
 // Etcd returns a single-member etcd: the one named by
 // LOCKER_TEST_ETCD_ENDPOINTS, else a member started on free loopback ports
 // (see EtcdCluster for which binary), else a container.
-func Etcd(t TB) *EtcdServer {
+func Etcd(t testserver.TB) *EtcdServer {
 	t.Helper()
-	if eps := EnvAddrs(EnvEtcdEndpoints); len(eps) > 0 {
+	if eps := testserver.EnvAddrs(EnvEtcdEndpoints); len(eps) > 0 {
 		return envEtcd(t, EnvEtcdEndpoints, eps)
 	}
 	return startEtcd(t, 1)
@@ -65,22 +63,23 @@ func Etcd(t TB) *EtcdServer {
 
 // EtcdCluster returns a 3-member etcd cluster: the one named by
 // LOCKER_TEST_ETCD_CLUSTER_ENDPOINTS, else three members started in
-// parallel on free loopback ports. The members run the etcdserver helper of
-// this module (etcd's embed package, the client's version), built with the
-// go command on first use and cached; else LOCKER_TEST_ETCD_BINARY or an
-// etcd binary in PATH (Debian's etcd-server).
-func EtcdCluster(t TB) *EtcdServer {
+// parallel on free loopback ports. The members run the etcdhelper command
+// (etcd's embed package, the client's version; a module of its own in the
+// directory etcdhelper), built with the go command on first use and
+// cached; else LOCKER_TEST_ETCD_BINARY or an etcd binary in PATH (Debian's
+// etcd-server).
+func EtcdCluster(t testserver.TB) *EtcdServer {
 	t.Helper()
-	if eps := EnvAddrs(EnvEtcdClusterEndpoints); len(eps) > 0 {
+	if eps := testserver.EnvAddrs(EnvEtcdClusterEndpoints); len(eps) > 0 {
 		return envEtcd(t, EnvEtcdClusterEndpoints, eps)
 	}
 	return startEtcd(t, 3)
 }
 
-func envEtcd(t TB, env string, eps []string) *EtcdServer {
+func envEtcd(t testserver.TB, env string, eps []string) *EtcdServer {
 	t.Helper()
 	for _, ep := range eps {
-		checkEnvServer(t, env, trimScheme(ep))
+		testserver.CheckEnvServer(t, env, trimScheme(ep))
 	}
 	return &EtcdServer{Endpoints: eps}
 }
@@ -92,14 +91,14 @@ func trimScheme(ep string) string {
 	return ep
 }
 
-func startEtcd(t TB, n int) *EtcdServer {
+func startEtcd(t testserver.TB, n int) *EtcdServer {
 	t.Helper()
 	bin, err := etcdBinary()
 	if bin == "" {
-		if n == 1 && DockerAvailable() {
+		if n == 1 && testserver.DockerAvailable() {
 			return etcdContainer(t)
 		}
-		Unavailable(t, "no etcd: %v; install Go (to build the embed helper) or Debian package etcd-server, or set %s", err, EnvEtcdEndpoints)
+		testserver.Unavailable(t, "no etcd: %v; install Go (to build the embed helper) or Debian package etcd-server, or set %s", err, EnvEtcdEndpoints)
 		return nil
 	}
 	s := &EtcdServer{}
@@ -107,15 +106,15 @@ func startEtcd(t TB, n int) *EtcdServer {
 	for i := range n {
 		m := &EtcdMember{
 			Name:       fmt.Sprintf("etcd-%d", i+1),
-			ClientAddr: fmt.Sprintf("127.0.0.1:%d", FreePort(t)),
-			PeerAddr:   fmt.Sprintf("127.0.0.1:%d", FreePort(t)),
+			ClientAddr: fmt.Sprintf("127.0.0.1:%d", testserver.FreePort(t)),
+			PeerAddr:   fmt.Sprintf("127.0.0.1:%d", testserver.FreePort(t)),
 		}
 		s.Members = append(s.Members, m)
 		s.Endpoints = append(s.Endpoints, m.ClientAddr)
 		cluster = append(cluster, m.Name+"=http://"+m.PeerAddr)
 	}
 	token := fmt.Sprintf("golocker-%d-%d", os.Getpid(), time.Now().UnixNano())
-	specs := make([]ProcessSpec, n)
+	specs := make([]testserver.ProcessSpec, n)
 	for i, m := range s.Members {
 		dir := t.TempDir()
 		cfg := fmt.Sprintf(`name: %s
@@ -142,7 +141,7 @@ log-outputs: [stderr]
 			return nil
 		}
 		addr := m.ClientAddr
-		specs[i] = ProcessSpec{
+		specs[i] = testserver.ProcessSpec{
 			Name:         m.Name,
 			Path:         bin,
 			Args:         []string{"--config-file", cfgPath},
@@ -151,7 +150,7 @@ log-outputs: [stderr]
 			ReadyTimeout: 60 * time.Second,
 		}
 	}
-	for i, p := range StartProcesses(t, specs...) {
+	for i, p := range testserver.StartProcesses(t, specs...) {
 		s.Members[i].Proc = p
 	}
 	return s
@@ -164,83 +163,46 @@ var etcdBinaryOnce = sync.OnceValues(findEtcdBinary)
 func etcdBinary() (string, error) { return etcdBinaryOnce() }
 
 func findEtcdBinary() (string, error) {
-	if p := EnvAddr(EnvEtcdBinary); p != "" {
+	if p := testserver.EnvAddr(EnvEtcdBinary); p != "" {
 		return p, nil
 	}
 	helper, buildErr := buildEtcdHelper()
 	if buildErr == nil {
 		return helper, nil
 	}
-	if p := lookPath([]string{"etcd"}, "/usr/bin", "/usr/local/bin"); p != "" {
+	if p := testserver.LookPath([]string{"etcd"}, "/usr/bin", "/usr/local/bin"); p != "" {
 		return p, nil
 	}
 	return "", fmt.Errorf("cannot build the etcd helper (%v) and no etcd binary in PATH", buildErr)
 }
 
-// buildEtcdHelper builds cmd/etcdserver with the go command into the user's
-// cache directory. The file name depends on the Go version and the helper's
-// and module's sources, so an up-to-date build is reused and a running
-// binary is never overwritten.
+// buildEtcdHelper builds the etcdhelper module next to this file (etcd's
+// embed package at the client's version) with testserver.BuildHelper.
 func buildEtcdHelper() (string, error) {
-	// The go command that runs the tests is on PATH (go test puts its
-	// GOROOT/bin there).
-	goCmd, err := exec.LookPath("go")
+	src, err := testserver.HelperSource("etcdhelper")
 	if err != nil {
-		return "", errors.New("no go command on PATH")
-	}
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		cache = os.TempDir()
-	}
-	cache = filepath.Join(cache, "golocker-testserver")
-	if err := os.MkdirAll(cache, 0o755); err != nil {
 		return "", err
 	}
-	// This file's directory is the package source, unless the test binary
-	// was built with -trimpath; then build by import path from the working
-	// directory, which go test sets to the package under test.
-	_, self, _, _ := runtime.Caller(0)
-	srcDir := filepath.Dir(self)
-	target, dir := "./cmd/etcdserver", srcDir
-	if _, err := os.Stat(filepath.Join(srcDir, "cmd", "etcdserver", "main.go")); err != nil {
-		target, dir = etcdHelperPkg, ""
-	}
-	h := sha256.New()
-	io.WriteString(h, runtime.Version())
-	for _, f := range []string{"cmd/etcdserver/main.go", "../../go.mod", "../../go.sum"} {
-		if b, err := os.ReadFile(filepath.Join(srcDir, f)); err == nil {
-			h.Write(b)
-		}
-	}
-	out := filepath.Join(cache, "etcdserver-"+hex.EncodeToString(h.Sum(nil))[:16])
-	if st, err := os.Stat(out); err == nil && st.Mode()&0o111 != 0 && dir != "" {
-		return out, nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	tmp := fmt.Sprintf("%s.tmp-%d", out, os.Getpid())
-	cmd := exec.CommandContext(ctx, goCmd, "build", "-o", tmp, target)
-	cmd.Dir = dir
-	if b, err := cmd.CombinedOutput(); err != nil {
-		os.Remove(tmp)
-		return "", fmt.Errorf("go build %s: %v: %s", target, err, bytes.TrimSpace(b))
-	}
-	if err := os.Rename(tmp, out); err != nil {
-		return "", err
-	}
-	removeOldHelpers(cache, out)
-	return out, nil
+	bin, _, err := testserver.BuildHelper("etcdhelper", src)
+	return bin, err
 }
 
-// removeOldHelpers deletes helper builds other than keep that have not been
-// rebuilt for a week, so that the cache does not grow with every go.sum.
-func removeOldHelpers(cache, keep string) {
-	old, _ := filepath.Glob(filepath.Join(cache, "etcdserver-*"))
-	for _, f := range old {
-		if st, err := os.Stat(f); err == nil && f != keep && time.Since(st.ModTime()) > 7*24*time.Hour {
-			os.Remove(f)
-		}
+func etcdContainer(t testserver.TB) *EtcdServer {
+	t.Helper()
+	addr := testserver.StartContainer(t, testserver.ContainerSpec{
+		Image: EtcdImage,
+		Port:  "2379/tcp",
+		Cmd: []string{"/usr/local/bin/etcd",
+			"--data-dir", "/tmp/etcd",
+			"--listen-client-urls", "http://0.0.0.0:2379",
+			"--advertise-client-urls", "http://127.0.0.1:2379",
+		},
+		WaitLog: "ready to serve client requests",
+	})
+	if addr == "" {
+		return nil
 	}
+	return &EtcdServer{Endpoints: []string{addr}}
 }
 
 // etcdHealthy asks a member's /health endpoint, which answers true once the
@@ -269,7 +231,7 @@ type etcdStatus struct {
 }
 
 func etcdHTTP(ctx context.Context, method, addr, path string, v any) error {
-	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	ctx, cancel := context.WithTimeout(ctx, testserver.CallTimeout)
 	defer cancel()
 	var body io.Reader
 	if method == http.MethodPost {
