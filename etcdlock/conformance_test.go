@@ -11,8 +11,9 @@ import (
 	"github.com/golocker/locker/backend"
 	"github.com/golocker/locker/conformance"
 	"github.com/golocker/locker/etcdlock"
+	"github.com/golocker/locker/internal/drivertest"
 	"github.com/golocker/locker/internal/matrix"
-	"github.com/golocker/locker/internal/testserver"
+	"github.com/golocker/locker/internal/testserver/etcdserver"
 )
 
 // suiteSessionTTL is the session TTL of the suite's drivers: how long a
@@ -23,15 +24,19 @@ const suiteSessionTTL = 2 * time.Second
 
 // runSuite runs the conformance suite on drivers of srv and records the
 // report for the feature matrix under name.
-func runSuite(t *testing.T, name string, srv *testserver.EtcdServer) {
+func runSuite(t *testing.T, name string, srv *etcdserver.EtcdServer) {
 	url := urlOf(srv, "/conformance", "session_ttl="+suiteSessionTTL.String())
 	probe := openDriver(t, url) // for key ranges only
 	admin := adminClient(t, srv)
-	rep := conformance.Run(t, conformance.Harness{
+	h := conformance.Harness{
 		Name: name,
 		NewDriver: func(ctx context.Context) (backend.Driver, error) {
 			return etcdlock.Open(ctx, url)
 		},
+		// Every connection of the driver, its session's keepalives and
+		// its watch included, goes through the suite's FaultNet.
+		NewFaultyDriver: drivertest.FaultyOpen(etcdlock.Open, url, etcdlock.WithDialer),
+		SessionTTL:      suiteSessionTTL,
 		// A crashed process stops sending keepalives and revokes nothing.
 		Crash: func(d backend.Driver) error {
 			etcdlock.Crash(d.(*etcdlock.Driver))
@@ -52,8 +57,12 @@ func runSuite(t *testing.T, name string, srv *testserver.EtcdServer) {
 		// the exclusion check (2–5 s unloaded); the default 60 s left
 		// too little room.
 		Timeout: 3 * time.Minute,
-	})
-	matrix.Record(t, rep)
+	}
+	if len(srv.Members) > 1 {
+		// A cluster keeps its data when one member dies: kill the leader.
+		h.KillServer = drivertest.KillLeader(t, srv.Leader)
+	}
+	matrix.Record(t, conformance.Run(t, h))
 }
 
 func TestConformanceSingle(t *testing.T) {
@@ -65,7 +74,7 @@ func TestConformanceCluster(t *testing.T) {
 }
 
 // adminClient returns a plain etcd client of srv, closed when the test ends.
-func adminClient(t *testing.T, srv *testserver.EtcdServer) *clientv3.Client {
+func adminClient(t *testing.T, srv *etcdserver.EtcdServer) *clientv3.Client {
 	t.Helper()
 	c, err := clientv3.New(clientv3.Config{Endpoints: srv.Endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {

@@ -28,48 +28,60 @@
 //	tls_insecure_skip_verify=true   verify nothing (tests only)
 //
 // Any tls_ parameter turns TLS on. WithTLSConfig gives Open a *tls.Config
-// instead. The password never appears in an error.
+// instead, and WithDialer a dial function (a proxy, a test's
+// conformance.FaultNet). Open returns when its ctx ends. Errors name the
+// endpoints and wrap the client's; the password never appears in one. The
+// client's zap logger sends its entries to the logger package locker gives
+// the Driver (SetLogger; it discards by default), never to stderr.
 //
 // # How it works
 //
 // A Driver has one session: a lease that the Driver renews every TTL/3.
 // Lock name n is the key range prefix/n/ ('/' and '%' in n are escaped, so
-// that two names never share a range). Each owner that holds or waits for n
-// has one key in it, prefix/n/<lease>-<slot>, attached to the session's
-// lease, with the owner as its value; the key with the lowest create
-// revision holds the lock. A slot is a small number that no other
-// acquisition of n in the session uses: successive holds reuse one key,
-// so that deleted keys do not pile up in etcd's index between compactions.
+// that two names never share a range: "x" never sees the keys of "x/y").
+// The session has at most one key in the range, prefix/n/<lease>, attached
+// to the lease, with the owner as its value — package locker makes one
+// acquisition of a name at a time per Client, and successive holds reuse
+// the key, so that deleted keys do not pile up in etcd's index between
+// compactions. The key with the lowest create revision holds the lock.
 //
-//   - Lock creates the owner's key and reads the range's lowest key in one
-//     transaction. When its key is not the lowest, it watches the deletion
-//     of the nearest older key only — a release wakes one waiter, the next
-//     in arrival order — and then checks, in one read, that its key still
-//     exists (else its session ended: it queues again, in a new session)
-//     and whether it is now the lowest.
-//   - TryLock creates its key only if the range is empty, in one
-//     transaction: it never queues and never wakes anyone. (Creating the
-//     key and deleting it when it is not the lowest would let a crowd of
-//     TryLocks see each other's keys and all fail, for ever.)
+//   - AcquireWait (backend.Waiter: package locker's Lock, for the first of
+//     a Client's waiters of a name) creates the owner's key and reads the
+//     range's lowest key in one transaction. When its key is not the
+//     lowest, it waits for the deletion of the nearest older key only — a
+//     release wakes one waiter, the next in arrival order — and then checks,
+//     in one read, that its key still exists (else its session ended: it
+//     queues again, in a new session, and never returns a hold it does not
+//     have) and whether it is now the lowest.
+//   - Acquire (TryLock, one attempt that never waits) creates its key only
+//     if the range is empty, in one transaction: it never queues and never
+//     wakes anyone. A held lock is a backend.HeldError that names the
+//     holder and its token, read in the same transaction.
 //   - Unlock deletes the key only if its create revision is still the
-//     hold's.
-//   - A Lock whose ctx ends deletes its key before it returns, with a
-//     context of its own bounded to 2s, so that a cluster that is down
-//     cannot hang it; a request in flight when ctx ends is given those 2s
-//     to finish, so that its outcome is known. A key whose deletion fails is
-//     deleted by the session's keepalive loop when the cluster answers
-//     again. A create whose outcome stays unknown is fenced off by a small
-//     key under prefix!aborted/, which lives as long as the session.
+//     hold's: a stale owner, even on the same session, never deletes the
+//     next owner's key.
+//   - An acquisition whose ctx ends deletes its key before it returns, with
+//     a context of its own bounded to 2s, so that a cluster that is down
+//     cannot hang it; a key whose deletion fails is deleted in the
+//     background while the session lives. A create whose outcome is unknown
+//     (its ctx ended while it was in flight) is fenced off by a small key
+//     under prefix!aborted/, which its put is conditioned on and which lives
+//     as long as the session.
+//   - A waiter watches the key before its own, and a hold its own key once
+//     it has lasted 100 ms (a hold released sooner costs the two
+//     transactions alone), through one gRPC watch stream per Driver: a
+//     watch is a message to create it from the revision the watcher read,
+//     and one to cancel it, with no goroutine of its own.
 //
 // The Driver needs etcd 3.4 or later (transactions that compare a whole
 // key range), and the same key prefix on every Driver that shares the
 // locks.
 //
 // Where concurrency.Mutex falls short: two Mutexes on one session share its
-// key and both believe they hold the lock (here the key names the owner);
-// Unlock deletes its key unconditionally; a Lock that gives up leaves its
-// key when the cluster does not answer; and nothing says that the session
-// is about to expire.
+// key and both believe they hold the lock (here the key names the owner,
+// and one acquisition of a name at a time uses it); Unlock deletes its key
+// unconditionally; a Lock that gives up leaves its key when the cluster
+// does not answer; and nothing says that the session is about to expire.
 //
 // # Capabilities
 //
@@ -77,9 +89,9 @@
 // counter, which grows across names, releases and restarts. Notify and
 // FIFO, as above; backend.QueueInspector.Waiters counts the keys of a name
 // but the holder's. LostSignal, SessionLease and Expiry: see below.
-// Inspect: Holds lists the lowest key of each name (Expires is zero: a hold
-// lasts as long as its session), ForceRelease deletes it and its owner's
-// Lost closes. CrossProcess.
+// backend.Inspector: Holds lists the lowest key of each name (Expires is
+// zero: a hold lasts as long as its session), ForceRelease deletes it and
+// its owner's Lost fires. CrossProcess.
 //
 // The session, not package locker, keeps holds alive: Request.TTL and
 // locker.WithTTL do not change how long a hold lives (WithFixedLease still
@@ -89,10 +101,11 @@
 //
 // # When a hold is lost
 //
-// Lost closes when the key is deleted (ForceRelease, an operator: seen by
-// a watch that a hold sets up once it has lasted 100 ms and that starts
-// from the grant, so within that and a round trip), when the
-// session's lease is gone, and when no keepalive has been answered in time.
+// Lost (a backend.LostSignal) fires when the key is deleted (ForceRelease,
+// an operator: seen by the hold's watch, set up once the hold has lasted
+// 100 ms from the revision after its grant, so within that and a round
+// trip), when the session's lease is gone, and when no keepalive has been
+// answered in time.
 // The Driver knows that its lease cannot end on the server before the time
 // it sent the last answered keepalive plus the TTL; it declares the session
 // lost a fifth of the TTL before that, so that an owner cut off from the

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,61 +14,74 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/golocker/locker/backend"
+	"github.com/golocker/locker/internal/driverkit"
 )
 
 // Driver is a lock driver on etcd: one session (a lease kept alive by the
-// Driver) whose keys are the Driver's holds and waiting places. It
-// implements backend.Driver, backend.Inspector and backend.QueueInspector,
-// and is safe for concurrent use.
+// Driver) whose keys are the Driver's holds and waiting places, and one
+// watch stream for the watches of its holds and waiters. It
+// implements backend.Driver, backend.Waiter, backend.Inspector,
+// backend.QueueInspector and backend.LogSetter, and is safe for concurrent
+// use.
 type Driver struct {
-	cli    *clientv3.Client
-	own    bool // the Driver created cli and closes it
-	prefix string
-	ttl    time.Duration // the session TTL asked for
+	cli       *clientv3.Client
+	own       bool // the Driver created cli and closes it
+	prefix    string
+	ttl       time.Duration                // the session TTL asked for
+	endpoints string                       // for errors
+	log       *atomic.Pointer[slog.Logger] // where the client's logs go (Open)
 
 	ctx    context.Context // ends with Close: stops every goroutine and wait
 	cancel context.CancelFunc
-	wg     sync.WaitGroup // keepalive loops, lease watchers, background cleanups
+	wg     sync.WaitGroup // keepalive loops, the watch, background cleanups
 
+	granting chan struct{} // holds a token while a session is being granted
+	watching chan struct{} // closed once the watch over the prefix is set up
 	mu       sync.Mutex
-	sess     *session      // the current session, nil before the first
-	creating chan struct{} // closed when a session being granted is ready
+	sess     *session // the current session, nil before the first
 	closed   bool
 
 	crashed atomic.Bool // stop as a dead process would: no revoke, no delete (tests)
 
-	// For tests: events received on predecessors' keys, and waiters
-	// currently blocked on such a watch.
-	predEvents atomic.Int64
-	watching   atomic.Int64
+	// For tests: waiters woken by a deletion, and waiting for one.
+	wakeups, waiting atomic.Int64
+
+	keys keyWatch
 }
 
 var (
 	_ backend.Driver         = (*Driver)(nil)
+	_ backend.Waiter         = (*Driver)(nil)
 	_ backend.Inspector      = (*Driver)(nil)
 	_ backend.QueueInspector = (*Driver)(nil)
-	_ backend.LostNotifier   = (*lease)(nil)
+	_ backend.LogSetter      = (*Driver)(nil)
 )
 
 // New returns a Driver on an etcd client the caller already has. Close does
-// not close cli. Options: WithPrefix, WithSessionTTL.
+// not close cli, and the client's logs stay where its configuration sends
+// them. Options: WithPrefix, WithSessionTTL.
 func New(cli *clientv3.Client, opts ...Option) (*Driver, error) {
 	if cli == nil {
-		return nil, fmt.Errorf("%w: nil client", errOption)
+		return nil, optionError("nil client")
 	}
 	o := defaultOptions()
 	if err := o.apply(opts); err != nil {
 		return nil, err
 	}
 	if len(o.openOnly) > 0 {
-		return nil, fmt.Errorf("%w: %s applies to Open, not New: configure the client you pass", errOption, o.openOnly[0])
+		return nil, optionError("%s applies to Open, not New: configure the client you pass", o.openOnly[0])
 	}
-	return newDriver(cli, false, o), nil
+	return newDriver(cli, false, o, nil), nil
 }
 
-func newDriver(cli *clientv3.Client, own bool, o options) *Driver {
-	d := &Driver{cli: cli, own: own, prefix: o.prefix, ttl: o.sessionTTL}
+func newDriver(cli *clientv3.Client, own bool, o options, log *atomic.Pointer[slog.Logger]) *Driver {
+	if log == nil {
+		log = new(atomic.Pointer[slog.Logger])
+	}
+	d := &Driver{cli: cli, own: own, prefix: o.prefix, ttl: o.sessionTTL, endpoints: strings.Join(cli.Endpoints(), ","), log: log}
 	d.ctx, d.cancel = context.WithCancel(context.Background())
+	d.keys.subs, d.keys.kick = make(map[int64]*sub), make(chan struct{}, 1)
+	d.granting, d.watching = make(chan struct{}, 1), make(chan struct{})
 	return d
 }
 
@@ -79,7 +94,6 @@ func (d *Driver) Capabilities() backend.Capabilities {
 		LostSignal:   true,
 		Expiry:       true,
 		SessionLease: true,
-		Inspect:      true,
 		CrossProcess: true,
 	}
 }
@@ -101,11 +115,11 @@ func (d *Driver) Close() error {
 	d.closed = true
 	s := d.sess
 	d.mu.Unlock()
-	d.cancel()
 	if s != nil {
 		s.end(backend.ErrClosed)
 		d.revoke(s)
 	}
+	d.cancel()
 	d.wg.Wait()
 	if d.own && !d.crashed.Load() {
 		return d.cli.Close()
@@ -129,93 +143,74 @@ func (d *Driver) crash() {
 func (d *Driver) goBackground(f func()) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.closed {
-		return false
+	if !d.closed {
+		d.background(f)
 	}
+	return !d.closed
+}
+
+// background runs f on a goroutine that Close waits for. d.mu is held.
+func (d *Driver) background(f func()) {
 	d.wg.Add(1)
 	go func() {
 		defer d.wg.Done()
 		f()
 	}()
-	return true
 }
 
-// Keys. Lock name n owns the keys prefix/esc(n)/<lease>-<slot>, where esc
-// escapes '/' (so that names that share a beginning never share a range)
-// and '%'. Each key is a holder or a waiter; the one with the lowest create
-// revision holds the lock.
+// Keys. Lock name n owns the key range prefix/esc(n)/, where esc escapes
+// '/' and '%', so that names that share a beginning never share a range (a
+// range read over "x" never sees "x/y"). A session has at most one key in a
+// range, prefix/esc(n)/<lease>, whose value is the owner: package locker
+// makes one acquisition of a name at a time per Client. The key with the
+// lowest create revision holds the lock.
 
-func (d *Driver) namePrefix(name string) string { return d.prefix + "/" + escape(name) + "/" }
-
-// abortKey is the key that fences off the acquisition of key by owner
-// whose outcome is unknown. It lives outside every name's range, and names
-// the owner: a later acquisition of the same key is not fenced off.
-func (d *Driver) abortKey(name, key, owner string) string {
-	return d.prefix + "!aborted/" + escape(name) + "/" + key[strings.LastIndexByte(key, '/')+1:] + "/" + escape(owner)
+func (d *Driver) namePrefix(name string) string {
+	return d.prefix + "/" + driverkit.Escape(name, "/") + "/"
 }
 
-// keySuffix is the last part of the key of slot in session lease (see
-// session.takeSlot).
-func keySuffix(lease clientv3.LeaseID, slot int) string {
-	return fmt.Sprintf("%016x-%d", int64(lease), slot)
+func (d *Driver) key(name string, s *session) string {
+	return d.namePrefix(name) + fmt.Sprintf("%016x", int64(s.id))
 }
 
-// escape replaces '%' and '/' by %25 and %2F. It maps prefixes to
-// prefixes, so a range over prefix/esc(p) finds exactly the names that
-// begin with p.
-func escape(s string) string {
-	if !strings.ContainsAny(s, "%/") {
-		return s
+// nameOf returns the lock name of one of the Driver's keys.
+func (d *Driver) nameOf(key string) (string, bool) {
+	rest, ok := strings.CutPrefix(key, d.prefix+"/")
+	if !ok {
+		return "", false
 	}
-	var b strings.Builder
-	b.Grow(len(s) + 8)
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; c {
-		case '%':
-			b.WriteString("%25")
-		case '/':
-			b.WriteString("%2F")
-		default:
-			b.WriteByte(c)
-		}
+	esc, suffix, ok := strings.Cut(rest, "/")
+	if !ok || suffix == "" {
+		return "", false
 	}
-	return b.String()
+	name, err := url.PathUnescape(esc)
+	return name, err == nil
 }
 
-// unescape reverses escape; ok is false for a string escape cannot have
-// produced (a key that is not ours).
-func unescape(s string) (string, bool) {
-	if !strings.Contains(s, "%") {
-		return s, true
+// SetLogger implements backend.LogSetter: the etcd client that Open made
+// logs there (a Driver from New leaves its client's logger alone).
+func (d *Driver) SetLogger(l *slog.Logger) {
+	if l != nil {
+		d.log.Store(l)
 	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] != '%' {
-			b.WriteByte(s[i])
-			continue
-		}
-		switch {
-		case strings.HasPrefix(s[i:], "%25"):
-			b.WriteByte('%')
-		case strings.HasPrefix(s[i:], "%2F"):
-			b.WriteByte('/')
-		default:
-			return "", false
-		}
-		i += 2
-	}
-	return b.String(), true
 }
 
-// errSessionEnded says an acquisition must start again in a new session:
-// the one it used ended, or its key vanished, while it was in flight.
-var errSessionEnded = errors.New("etcdlock: session ended")
+var (
+	// errSessionEnded says an acquisition must start again in a new
+	// session: the one it used ended, or its key vanished, while it was
+	// in flight.
+	errSessionEnded = errors.New("etcdlock: session ended")
+	// errBusy says the session's key of the name is another
+	// acquisition's of the Driver, or a released hold's whose deletion
+	// failed and is being retried.
+	errBusy = errors.New("etcdlock: the session's key of the name is in use")
+)
 
-// ctxErr returns ctx's error when ctx has ended (the call failed because of
-// it), else err.
-func ctxErr(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		return ctx.Err()
+// storeErr is the error of a call that failed with the cluster's err: it
+// names the endpoints, and matches ctx's error when ctx ended.
+func (d *Driver) storeErr(ctx context.Context, err error) error {
+	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+		err = fmt.Errorf("%w: %w", cerr, err)
 	}
-	return err
+	return fmt.Errorf("etcdlock: %s: %w", d.endpoints, err)
 }

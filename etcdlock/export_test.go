@@ -6,12 +6,13 @@ package etcdlock
 // more keepalives; its keys stay until its session's lease expires.
 func Crash(d *Driver) { d.crash() }
 
-// PredecessorEvents returns how many watch events d's waiters received on
-// their predecessors' keys.
-func PredecessorEvents(d *Driver) int64 { return d.predEvents.Load() }
+// Wakeups returns how many times d's waiters were woken by the deletion
+// of the key before theirs.
+func Wakeups(d *Driver) int64 { return d.wakeups.Load() }
 
-// Watching returns how many of d's waiters are blocked on a watch.
-func Watching(d *Driver) int64 { return d.watching.Load() }
+// Waiting returns how many of d's waiters wait for the key before theirs
+// to go.
+func Waiting(d *Driver) int64 { return d.waiting.Load() }
 
 // NamePrefix returns the key range of a lock name: its keys begin with it.
 func NamePrefix(d *Driver, name string) string { return d.namePrefix(name) }
@@ -25,9 +26,3 @@ func SessionLease(d *Driver) int64 {
 	}
 	return int64(d.sess.id)
 }
-
-// Escape and Unescape expose the name escaping for tests.
-var (
-	Escape   = escape
-	Unescape = unescape
-)

@@ -9,15 +9,16 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/golocker/locker/backend"
+	"github.com/golocker/locker/internal/driverkit"
 )
 
 // Holds implements backend.Inspector: for each name that starts with
 // prefix, its lowest key, which holds the lock. Expires is zero: a hold
 // lives as long as its owner's session.
 func (d *Driver) Holds(ctx context.Context, prefix string) ([]backend.Hold, error) {
-	resp, err := d.cli.Get(ctx, d.prefix+"/"+escape(prefix), clientv3.WithPrefix())
+	resp, err := d.cli.Get(ctx, d.prefix+"/"+driverkit.Escape(prefix, "/"), clientv3.WithPrefix())
 	if err != nil {
-		return nil, err
+		return nil, d.storeErr(ctx, err)
 	}
 	lowest := make(map[string]*mvccpb.KeyValue)
 	for _, kv := range resp.Kvs {
@@ -37,19 +38,6 @@ func (d *Driver) Holds(ctx context.Context, prefix string) ([]backend.Hold, erro
 	return hs, nil
 }
 
-// nameOf returns the lock name of one of the Driver's keys.
-func (d *Driver) nameOf(key string) (string, bool) {
-	rest, ok := strings.CutPrefix(key, d.prefix+"/")
-	if !ok {
-		return "", false
-	}
-	esc, suffix, ok := strings.Cut(rest, "/")
-	if !ok || suffix == "" {
-		return "", false
-	}
-	return unescape(esc)
-}
-
 // ForceRelease implements backend.Inspector: it deletes the lowest key of
 // name, so that its owner's Lost closes and the next waiter gets the lock.
 func (d *Driver) ForceRelease(ctx context.Context, name string) error {
@@ -57,7 +45,7 @@ func (d *Driver) ForceRelease(ctx context.Context, name string) error {
 	for {
 		resp, err := d.cli.Get(ctx, pfx, clientv3.WithFirstCreate()...)
 		if err != nil {
-			return err
+			return d.storeErr(ctx, err)
 		}
 		if len(resp.Kvs) == 0 {
 			return backend.ErrNotHeld
@@ -68,7 +56,7 @@ func (d *Driver) ForceRelease(ctx context.Context, name string) error {
 			Then(clientv3.OpDelete(string(kv.Key))).
 			Commit()
 		if err != nil {
-			return err
+			return d.storeErr(ctx, err)
 		}
 		if tr.Succeeded {
 			return nil
@@ -82,7 +70,7 @@ func (d *Driver) ForceRelease(ctx context.Context, name string) error {
 func (d *Driver) Waiters(ctx context.Context, name string) (int, error) {
 	resp, err := d.cli.Get(ctx, d.namePrefix(name), clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err != nil {
-		return 0, err
+		return 0, d.storeErr(ctx, err)
 	}
 	return max(int(resp.Count)-1, 0), nil
 }

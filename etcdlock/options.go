@@ -1,11 +1,14 @@
 package etcdlock
 
 import (
+	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"time"
+
+	"github.com/golocker/locker/internal/driverkit"
 )
 
 // Defaults of the options.
@@ -22,8 +25,8 @@ const (
 
 // cleanupTimeout bounds the deletion of a key whose acquisition failed or
 // was given up (ctx ended), so that a cluster that is down cannot hang the
-// caller. A key whose deletion fails is deleted later by the session's
-// keepalive loop, or expires with the session.
+// caller. A key whose deletion fails is deleted later, in the background,
+// or expires with the session.
 const cleanupTimeout = 2 * time.Second
 
 // Option configures a Driver (New, Open). An option that does not apply to
@@ -35,6 +38,7 @@ type options struct {
 	sessionTTL  time.Duration
 	dialTimeout time.Duration
 	tlsConfig   *tls.Config
+	dialer      driverkit.DialFunc
 
 	openOnly []string // Open-only options that were set, to refuse them in New
 }
@@ -43,20 +47,11 @@ func defaultOptions() options {
 	return options{prefix: DefaultPrefix, sessionTTL: DefaultSessionTTL, dialTimeout: DefaultDialTimeout}
 }
 
-func (o *options) apply(opts []Option) error {
-	for _, f := range opts {
-		if f == nil {
-			continue
-		}
-		if err := f(o); err != nil {
-			return err
-		}
-	}
-	return nil
-}
+func (o *options) apply(opts []Option) error { return driverkit.Apply(o, opts) }
 
-// errOption is wrapped by every invalid option value.
-var errOption = errors.New("etcdlock: invalid option")
+func optionError(format string, args ...any) error {
+	return driverkit.BadOption("etcdlock", format, args...)
+}
 
 // WithPrefix sets the key prefix under which the Driver keeps its locks
 // (default DefaultPrefix). Lock name n lives under prefix/n/. Drivers that
@@ -67,7 +62,7 @@ func WithPrefix(prefix string) Option {
 	return func(o *options) error {
 		p, err := cleanPrefix(prefix)
 		if err != nil {
-			return fmt.Errorf("%w: %v", errOption, err)
+			return optionError("%v", err)
 		}
 		o.prefix = p
 		return nil
@@ -99,7 +94,7 @@ func cleanPrefix(p string) (string, error) {
 func WithSessionTTL(d time.Duration) Option {
 	return func(o *options) error {
 		if err := validSessionTTL(d); err != nil {
-			return fmt.Errorf("%w: %v", errOption, err)
+			return optionError("%v", err)
 		}
 		o.sessionTTL = d
 		return nil
@@ -114,12 +109,13 @@ func validSessionTTL(d time.Duration) error {
 }
 
 // WithDialTimeout bounds Open's connection to the cluster, and its first
-// request (default DefaultDialTimeout). URL parameter: dial_timeout. Only
-// for Open: configure the client you give New yourself.
+// request (default DefaultDialTimeout; less when Open's ctx ends sooner).
+// URL parameter: dial_timeout. Only for Open: configure the client you
+// give New yourself.
 func WithDialTimeout(d time.Duration) Option {
 	return func(o *options) error {
 		if d <= 0 {
-			return fmt.Errorf("%w: dial timeout %v, must be positive", errOption, d)
+			return optionError("dial timeout %v, must be positive", d)
 		}
 		o.dialTimeout = d
 		o.openOnly = append(o.openOnly, "WithDialTimeout")
@@ -132,10 +128,24 @@ func WithDialTimeout(d time.Duration) Option {
 func WithTLSConfig(cfg *tls.Config) Option {
 	return func(o *options) error {
 		if cfg == nil {
-			return fmt.Errorf("%w: nil TLS config", errOption)
+			return optionError("nil TLS config")
 		}
 		o.tlsConfig = cfg
 		o.openOnly = append(o.openOnly, "WithTLSConfig")
+		return nil
+	}
+}
+
+// WithDialer makes the client that Open creates connect through dial (a
+// proxy, or a test's conformance.FaultNet), with network "tcp". Only for
+// Open: give the client you pass New a grpc.WithContextDialer yourself.
+func WithDialer(dial func(ctx context.Context, network, address string) (net.Conn, error)) Option {
+	return func(o *options) error {
+		if dial == nil {
+			return optionError("nil dialer")
+		}
+		o.dialer = dial
+		o.openOnly = append(o.openOnly, "WithDialer")
 		return nil
 	}
 }

@@ -2,22 +2,23 @@ package etcdlock
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 
 	"github.com/golocker/locker"
 	"github.com/golocker/locker/backend"
-	"github.com/golocker/locker/internal/urlparams"
+	"github.com/golocker/locker/internal/driverkit"
 )
 
 // Scheme is the URL scheme this package registers with package locker:
@@ -39,19 +40,7 @@ func init() {
 // cluster answers. opts apply after the URL's parameters. The password never
 // appears in an error.
 func Open(ctx context.Context, rawURL string, opts ...Option) (*Driver, error) {
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err // its message repeats the URL, password included
-		}
-		return nil, fmt.Errorf("etcdlock: open %s: %w: %v", locker.Redact(rawURL), backend.ErrBadURL, err)
-	}
-	d, err := openURL(ctx, u, opts)
-	if err != nil {
-		return nil, fmt.Errorf("etcdlock: open %s: %w", locker.Redact(rawURL), err)
-	}
-	return d, nil
+	return driverkit.Open("etcdlock", rawURL, func(u *url.URL) (*Driver, error) { return openURL(ctx, u, opts) })
 }
 
 func openURL(ctx context.Context, u *url.URL, extra []Option) (*Driver, error) {
@@ -65,97 +54,102 @@ func openURL(ctx context.Context, u *url.URL, extra []Option) (*Driver, error) {
 	}
 	tc := o.tlsConfig
 	if tc == nil && cfg.tls != nil {
-		if tc, err = cfg.tls.config(); err != nil {
-			return nil, err
+		if tc, err = cfg.tls.Config(); err != nil {
+			return nil, fmt.Errorf("etcdlock: %w", err)
 		}
 	}
-	cli, err := clientv3.New(clientv3.Config{
+	eps := strings.Join(cfg.endpoints, ",")
+	dialTimeout := o.dialTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		dialTimeout = max(min(dialTimeout, time.Until(dl)), time.Millisecond)
+	}
+	ccfg := clientv3.Config{
 		Endpoints:   cfg.endpoints,
-		DialTimeout: o.dialTimeout,
+		DialTimeout: dialTimeout,
 		Username:    cfg.username,
 		Password:    cfg.password,
 		TLS:         tc,
-		Logger:      zap.NewNop(),
-	})
+	}
+	if o.dialer != nil {
+		dial := o.dialer
+		ccfg.DialOptions = []grpc.DialOption{grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+			return dial(ctx, "tcp", addr)
+		})}
+	}
+	log := new(atomic.Pointer[slog.Logger])
+	ccfg.Logger = zap.New(&slogCore{log: log})
+	cli, err := newClient(ctx, ccfg)
 	if err != nil {
-		return nil, fmt.Errorf("etcdlock: %s: %w", strings.Join(cfg.endpoints, ","), err)
+		return nil, fmt.Errorf("etcdlock: %s: %w", eps, err)
 	}
 	// The client connects lazily: granting the session proves that the
 	// cluster answers and the credentials work before the Driver is
 	// handed out, and starts its keepalive now rather than under a first
 	// Acquire.
-	d := newDriver(cli, true, o)
-	gctx, cancel := context.WithTimeout(ctx, o.dialTimeout)
+	d := newDriver(cli, true, o, log)
+	gctx, cancel := context.WithTimeout(ctx, dialTimeout)
 	defer cancel()
 	if _, err := d.session(gctx); err != nil {
 		_ = d.Close()
-		return nil, fmt.Errorf("etcdlock: %s: %w", strings.Join(cfg.endpoints, ","), err)
+		return nil, err
 	}
 	return d, nil
+}
+
+// newClient creates the etcd client of cfg, returning when ctx ends even
+// if clientv3 does not (it logs in with the cluster, within DialTimeout);
+// a client made too late is closed.
+func newClient(ctx context.Context, cfg clientv3.Config) (*clientv3.Client, error) {
+	type made struct {
+		cli *clientv3.Client
+		err error
+	}
+	ch := make(chan made, 1)
+	go func() {
+		cli, err := clientv3.New(cfg)
+		ch <- made{cli, err}
+	}()
+	select {
+	case m := <-ch:
+		return m.cli, m.err
+	case <-ctx.Done():
+		go func() {
+			if m := <-ch; m.cli != nil {
+				_ = m.cli.Close()
+			}
+		}()
+		return nil, ctx.Err()
+	}
 }
 
 // urlConfig is what a URL says.
 type urlConfig struct {
 	endpoints          []string
 	username, password string
-	tls                *tlsParams
+	tls                *driverkit.TLSParams
 	opts               []Option
 }
 
-type tlsParams struct {
-	serverName         string
-	insecureSkipVerify bool
-	caFile             string
-	certFile, keyFile  string
-}
-
 // params are the query parameters a URL may have.
-var params = []string{
-	"session_ttl", "dial_timeout",
-	"tls", "tls_ca_file", "tls_cert_file", "tls_key_file", "tls_server_name", "tls_insecure_skip_verify",
-}
+var params = append([]string{"session_ttl", "dial_timeout", "tls"}, driverkit.TLSParamNames...)
 
 func badURL(format string, args ...any) error {
-	return &urlError{msg: fmt.Sprintf(format, args...)}
+	return driverkit.BadURL("etcdlock", format, args...)
 }
-
-// urlError is a URL that cannot be used. It wraps backend.ErrBadURL, and
-// says so without repeating the "locker: " that locker.Open puts first.
-type urlError struct{ msg string }
-
-func (e *urlError) Error() string { return "etcdlock: bad URL: " + e.msg }
-
-func (e *urlError) Unwrap() error { return backend.ErrBadURL }
 
 // parseURL reads an etcd:// URL. Its errors wrap backend.ErrBadURL and never
 // contain the password.
 func parseURL(u *url.URL) (*urlConfig, error) {
-	if !strings.EqualFold(u.Scheme, Scheme) {
-		return nil, badURL("scheme %q, want etcd://", u.Scheme)
-	}
-	if u.Opaque != "" {
-		return nil, badURL("want etcd://host:2379[/prefix]")
-	}
-	if u.Fragment != "" || u.RawFragment != "" {
-		return nil, badURL("etcd:// takes no fragment")
-	}
-	cfg := &urlConfig{}
-	if u.User != nil {
-		cfg.username = u.User.Username()
-		cfg.password, _ = u.User.Password()
-		if cfg.username == "" {
-			return nil, badURL("a password without a user name")
-		}
-	}
-	if err := cfg.parseHosts(u.Host); err != nil {
+	h, err := driverkit.ParseHostsURL("etcdlock", Scheme, DefaultPort, u)
+	if err != nil {
 		return nil, err
 	}
-	if u.Path != "" && u.Path != "/" {
-		p := strings.TrimSuffix(u.Path, "/")
-		if _, err := cleanPrefix(p); err != nil {
+	cfg := &urlConfig{endpoints: h.Hosts, username: h.Username, password: h.Password}
+	if h.Path != "" {
+		if _, err := cleanPrefix(h.Path); err != nil {
 			return nil, badURL("%v", err)
 		}
-		cfg.opts = append(cfg.opts, WithPrefix(p))
+		cfg.opts = append(cfg.opts, WithPrefix(h.Path))
 	}
 	if err := cfg.parseQuery(u.RawQuery); err != nil {
 		return nil, err
@@ -163,20 +157,8 @@ func parseURL(u *url.URL) (*urlConfig, error) {
 	return cfg, nil
 }
 
-func (cfg *urlConfig) parseHosts(hostList string) error {
-	if hostList == "" {
-		return badURL("no host (want etcd://host:2379)")
-	}
-	addrs, err := urlparams.Hosts(hostList, DefaultPort)
-	if err != nil {
-		return badURL("%v", err)
-	}
-	cfg.endpoints = addrs
-	return nil
-}
-
 func (cfg *urlConfig) parseQuery(raw string) error {
-	q, keys, err := urlparams.Query(raw, params)
+	q, keys, err := driverkit.Query(raw, params)
 	if err != nil {
 		return badURL("%v", err)
 	}
@@ -201,15 +183,15 @@ func (cfg *urlConfig) parseQuery(raw string) error {
 			tlsOn, err = strconv.ParseBool(v)
 			tlsSet = true
 		case "tls_server_name":
-			cfg.tlsParams().serverName = v
+			cfg.tlsParams().ServerName = v
 		case "tls_insecure_skip_verify":
-			cfg.tlsParams().insecureSkipVerify, err = strconv.ParseBool(v)
+			cfg.tlsParams().InsecureSkipVerify, err = strconv.ParseBool(v)
 		case "tls_ca_file":
-			cfg.tlsParams().caFile = v
+			cfg.tlsParams().CAFile = v
 		case "tls_cert_file":
-			cfg.tlsParams().certFile = v
+			cfg.tlsParams().CertFile = v
 		case "tls_key_file":
-			cfg.tlsParams().keyFile = v
+			cfg.tlsParams().KeyFile = v
 		}
 		if err != nil {
 			return badURL("bad %s %q: %v", k, v, err)
@@ -221,42 +203,15 @@ func (cfg *urlConfig) parseQuery(raw string) error {
 	case tlsOn:
 		cfg.tlsParams()
 	}
-	if t := cfg.tls; t != nil && (t.certFile == "") != (t.keyFile == "") {
+	if t := cfg.tls; t != nil && (t.CertFile == "") != (t.KeyFile == "") {
 		return badURL("tls_cert_file and tls_key_file go together")
 	}
 	return nil
 }
 
-func (cfg *urlConfig) tlsParams() *tlsParams {
+func (cfg *urlConfig) tlsParams() *driverkit.TLSParams {
 	if cfg.tls == nil {
-		cfg.tls = &tlsParams{}
+		cfg.tls = &driverkit.TLSParams{}
 	}
 	return cfg.tls
-}
-
-// config builds the TLS configuration, reading the files named.
-func (t *tlsParams) config() (*tls.Config, error) {
-	c := &tls.Config{
-		ServerName:         t.serverName,
-		InsecureSkipVerify: t.insecureSkipVerify, //nolint:gosec // asked for explicitly
-		MinVersion:         tls.VersionTLS12,
-	}
-	if t.caFile != "" {
-		pem, err := os.ReadFile(t.caFile)
-		if err != nil {
-			return nil, fmt.Errorf("etcdlock: tls_ca_file: %w", err)
-		}
-		c.RootCAs = x509.NewCertPool()
-		if !c.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("etcdlock: tls_ca_file %s: no PEM certificate", t.caFile)
-		}
-	}
-	if t.certFile != "" {
-		cert, err := tls.LoadX509KeyPair(t.certFile, t.keyFile)
-		if err != nil {
-			return nil, fmt.Errorf("etcdlock: tls_cert_file, tls_key_file: %w", err)
-		}
-		c.Certificates = []tls.Certificate{cert}
-	}
-	return c, nil
 }

@@ -3,37 +3,86 @@ package mongolock
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/golocker/locker/backend"
+	"github.com/golocker/locker/internal/driverkit"
+	"github.com/golocker/locker/internal/ticket"
 )
 
-// Waiting polls, with capped exponential backoff and jitter.
-const (
-	minBackoff = 2 * time.Millisecond
-	maxBackoff = 250 * time.Millisecond
-)
-
-// Acquire implements backend.Driver. One attempt is one findOneAndUpdate
-// (ModeUpdate) or a few reads by _id and one insert (ModeHistory). A
-// waiting Acquire then reads the holder's remaining lease and sleeps with
-// backoff, never past that lease, and tries again when the lock looks
-// free.
+// Acquire implements backend.Driver: one attempt, which never waits: one
+// findOneAndUpdate with upsert (ModeUpdate), or a few reads by _id and one
+// insert (ModeHistory). A held lock is a *backend.HeldError. The first
+// attempt of a waiting acquisition (r.Since set) that does not get the
+// lock takes a ticket in the lock's queue (fair.go); its later attempts
+// read the lock first, and try only when it is free and their turn has
+// come. The HeldError's Left then also says when to look again.
 func (d *Driver) Acquire(ctx context.Context, r backend.Request) (backend.Lease, error) {
 	if err := checkRequest(r); err != nil {
 		return nil, err
 	}
 	octx, cancel := opCtx(ctx)
 	defer cancel()
-	l, err := d.acquire(octx, r)
-	if err != nil {
+	if err := d.ready(octx); err != nil {
 		return nil, ctxError(ctx, err)
 	}
-	return l, nil
+	a := attempt{Request: r, wait: !r.Since.IsZero()}
+	var t *ticket.Turn
+	if a.wait {
+		t = d.turns.Get(r.Name, r.Owner)
+	}
+	needTicket := a.wait && t == nil
+	if t != nil {
+		if left := d.turns.NotYet(t); left > 0 {
+			return nil, &backend.HeldError{Left: left}
+		}
+		a.ticket = t.Ticket
+		if !d.turns.TryBlind(t) {
+			s, err := d.store.look(octx, r.Name)
+			if err != nil {
+				return nil, ctxError(ctx, err)
+			}
+			if s.Exists && !s.WorthTrying(t.Ticket) {
+				return nil, d.held(s, t)
+			}
+			needTicket = s.Exists && (t.Ticket < s.Serving || t.Ticket > s.Tickets)
+			if needTicket {
+				a.ticket = 0
+			}
+		}
+	}
+	l, s, err := d.store.acquire(octx, a)
+	switch {
+	case err != nil:
+		return nil, ctxError(ctx, err)
+	case l != nil:
+		d.turns.Forget(r.Name, r.Owner)
+		return l, nil
+	case needTicket:
+		ticket, ts, err := d.store.takeTicket(octx, r.Name)
+		if err != nil {
+			return nil, ctxError(ctx, err)
+		}
+		return nil, d.held(ts, d.turns.Record(r.Name, r.Owner, ticket))
+	case !s.Exists && t != nil && d.turns.TryBlind(t):
+		return nil, d.turns.HeadHeld(t, false)
+	}
+	if !s.Exists {
+		if s, err = d.store.look(octx, r.Name); err != nil {
+			return nil, ctxError(ctx, err)
+		}
+	}
+	return nil, d.held(s, t)
 }
+
+// state is a lock as acquire returns it or look reads it.
+type state = ticket.State
+
+// held returns the HeldError of an attempt that found s. For a waiter with
+// a ticket, Left is also bounded by when it should look again.
+func (d *Driver) held(s state, t *ticket.Turn) error { return d.turns.Held(s, t, false) }
 
 // opCtx returns a context that ends when ctx ends but has no deadline, for
 // the requests of one operation. With a deadline the Go driver sends
@@ -49,33 +98,6 @@ func opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 		stop()
 		cancel()
 	}
-}
-
-func (d *Driver) acquire(ctx context.Context, r backend.Request) (*lease, error) {
-	if err := d.ready(ctx); err != nil {
-		return nil, err
-	}
-	b := backoff{next: minBackoff}
-	for {
-		l, rem, err := d.try(ctx, r)
-		if err == nil {
-			return l, nil
-		}
-		if !errors.Is(err, backend.ErrHeld) || !r.Wait {
-			return nil, err
-		}
-		if err := d.waitFree(ctx, r.Name, rem, &b); err != nil {
-			return nil, err
-		}
-	}
-}
-
-// try makes one attempt. A store whose granting request failed with an
-// unknown outcome (ctx ended, connection lost, write concern not
-// satisfied) has given back whatever it may have granted before it
-// returns the error, so that an error never leaves a hold.
-func (d *Driver) try(ctx context.Context, r backend.Request) (*lease, time.Duration, error) {
-	return d.store.acquire(ctx, r)
 }
 
 // ctxError returns ctx's error for an error caused by ctx. The Go driver
@@ -106,73 +128,12 @@ func ctxError(ctx context.Context, err error) error {
 	}
 }
 
-// waitFree waits until the lock on name may be free: the holder's lease
-// has run out, or the backoff says to look again. rem is the holder's
-// remaining lease if the attempt read it.
-func (d *Driver) waitFree(ctx context.Context, name string, rem time.Duration, b *backoff) error {
-	for {
-		if rem == unknown {
-			var err error
-			if rem, err = d.store.remaining(ctx, name); err != nil {
-				return err
-			}
-		}
-		if rem <= 0 {
-			return nil
-		}
-		// Never past the holder's lease: a crashed holder sends nothing.
-		t := time.NewTimer(min(b.step(), rem+time.Millisecond))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-d.closed:
-			t.Stop()
-			return backend.ErrClosed
-		case <-t.C:
-		}
-		rem = unknown
-	}
-}
-
-// backoff is capped exponential backoff with jitter: each step is drawn
-// from [next/2, next], and next doubles up to maxBackoff.
-type backoff struct{ next time.Duration }
-
-func (b *backoff) step() time.Duration {
-	d := b.next/2 + rand.N(b.next/2+1)
-	b.next = min(2*b.next, maxBackoff)
-	return d
-}
-
-// cleanupAgain are the delays after which cleanup looks again, in the
-// background, for a grant whose request reached the server only after the
-// first look (a request abandoned on a cancelled ctx still runs there).
-var cleanupAgain = []time.Duration{100 * time.Millisecond, time.Second}
-
 // cleanup releases by owner, whatever the lease, a grant that may have
-// happened although the attempt failed: at once with its own short
-// deadline (ctx may be the cancelled one), and again in the background
-// until Close. The owner is unique to the failed attempt, so a late
-// release can free nothing else.
+// happened although the attempt failed (driverkit.Cleanup).
 func (d *Driver) cleanup(ctx context.Context, r backend.Request) {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-	_ = d.store.releaseAny(cctx, r.Name, r.Owner)
-	cancel()
-	d.bg.Add(1)
-	go func() {
-		defer d.bg.Done()
-		for _, after := range cleanupAgain {
-			t := time.NewTimer(after)
-			select {
-			case <-t.C:
-			case <-d.closed:
-				t.Stop()
-				return
-			}
-			cctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
-			_ = d.store.releaseAny(cctx, r.Name, r.Owner)
-			cancel()
-		}
-	}()
+	driverkit.Cleanup(ctx, &d.bg, d.closed, func(ctx context.Context) {
+		ctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
+		defer cancel()
+		_ = d.store.releaseAny(ctx, r.Name, r.Owner)
+	})
 }

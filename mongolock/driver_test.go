@@ -5,17 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/event"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/golocker/locker"
 	"github.com/golocker/locker/backend"
+	"github.com/golocker/locker/internal/drivertest"
 	"github.com/golocker/locker/mongolock"
 )
 
@@ -45,7 +46,7 @@ func TestConcurrentFirstAcquire(t *testing.T) {
 	const k = 20
 	db := mongoServer.Get(t).NewDatabase(t)
 	client, _ := connect(t, db.URI)
-	ctx := testCtx(t, time.Minute)
+	ctx := drivertest.Context(t, time.Minute)
 	drivers := make([]*mongolock.Driver, k)
 	for i := range drivers {
 		d, err := mongolock.New(client, mongolock.WithDatabase(db.Name))
@@ -55,33 +56,7 @@ func TestConcurrentFirstAcquire(t *testing.T) {
 		t.Cleanup(func() { _ = d.Close() })
 		drivers[i] = d
 	}
-	for round := range 5 {
-		name := fmt.Sprintf("first/%d", round)
-		start := make(chan struct{})
-		errs := make([]error, k)
-		var wg sync.WaitGroup
-		for i, d := range drivers {
-			wg.Go(func() {
-				<-start
-				_, errs[i] = d.Acquire(ctx, backend.Request{Name: name, Owner: fmt.Sprintf("o%d", i), TTL: time.Minute})
-			})
-		}
-		close(start)
-		wg.Wait()
-		wins := 0
-		for i, err := range errs {
-			switch {
-			case err == nil:
-				wins++
-			case errors.Is(err, backend.ErrHeld):
-			default:
-				t.Errorf("round %d, owner %d: %v", round, i, err)
-			}
-		}
-		if wins != 1 {
-			t.Errorf("round %d: %d winners, want 1", round, wins)
-		}
-	}
+	drivertest.FirstAcquireRaces(t, ctx, drivers, nil)
 	t.Logf("mode %s", drivers[0].Mode())
 }
 
@@ -93,7 +68,7 @@ func TestConcurrentFirstAcquire(t *testing.T) {
 func TestClientClockSkew(t *testing.T) {
 	t.Parallel()
 	db := mongoServer.Get(t).NewDatabase(t)
-	ctx := testCtx(t, time.Minute)
+	ctx := drivertest.Context(t, time.Minute)
 	fast, slow := open(t, db.URI), open(t, db.URI)
 	mongolock.SetClockSkew(fast, time.Hour)
 	mongolock.SetClockSkew(slow, -time.Hour)
@@ -131,7 +106,7 @@ func TestUnusualNames(t *testing.T) {
 	t.Parallel()
 	db := mongoServer.Get(t).NewDatabase(t)
 	d, other := open(t, db.URI), open(t, db.URI)
-	ctx := testCtx(t, time.Minute)
+	ctx := drivertest.Context(t, time.Minute)
 	names := []string{
 		"$where", "$gt", `{"$ne": null}`, "a.b.c", "quote'", `quote"`, "back\\slash", "re.*gex+[x]",
 		"h/looks-like-a-head", "f/1/looks-like-history", "ünïcødé-日本-🔒", "Case", "case", "trail ", "trail",
@@ -173,7 +148,7 @@ func TestNewDoesNotDisconnect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := testCtx(t, time.Minute)
+	ctx := drivertest.Context(t, time.Minute)
 	if _, err := d.Acquire(ctx, backend.Request{Name: "n", Owner: "o", TTL: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
@@ -190,19 +165,8 @@ func TestNewDoesNotDisconnect(t *testing.T) {
 func TestLockerOpen(t *testing.T) {
 	t.Parallel()
 	db := mongoServer.Get(t).NewDatabase(t)
-	ctx := testCtx(t, time.Minute)
-	c, err := locker.Open(ctx, db.URI+"?collection=opened")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	m := c.NewMutex("open")
-	if err := m.Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
+	ctx := drivertest.Context(t, time.Minute)
+	drivertest.LockOnce(t, ctx, db.URI+"?collection=opened")
 }
 
 // TestQueriesUnderContention measures what waiting costs the server, in
@@ -214,72 +178,47 @@ func TestQueriesUnderContention(t *testing.T) {
 	}
 	db := mongoServer.Get(t).NewDatabase(t)
 	client, cmds := connect(t, db.URI)
-	ctx := testCtx(t, time.Minute)
-	const waiters = 8
+	ctx := drivertest.Context(t, time.Minute)
+	var mode string
 	newClient := func() *locker.Client {
 		d, err := mongolock.New(client, mongolock.WithDatabase(db.Name))
 		if err != nil {
 			t.Fatal(err)
 		}
+		mode = d.Mode()
 		c, _ := locker.New(d, locker.WithTTL(10*time.Second))
 		t.Cleanup(func() { _ = c.Close() })
 		return c
 	}
-	holderClient := newClient()
-	holder := holderClient.NewMutex("load/wait")
-	if err := holder.Lock(ctx); err != nil {
-		t.Fatal(err)
+	l := drivertest.MeasureLoad(t, ctx, 8, newClient, cmds.Load)
+	t.Logf("mongodb (%s): %s", mode, l.Summary("commands"))
+	if l.PerWaiter() > 80 {
+		t.Errorf("waiting costs %.0f commands per waiter per second", l.PerWaiter())
 	}
-	var wg sync.WaitGroup
-	got := make(chan time.Time, waiters)
-	for range waiters {
-		c := newClient()
-		wg.Go(func() {
-			m := c.NewMutex("load/wait")
-			if err := m.Lock(ctx); err != nil {
-				t.Error(err)
-				return
-			}
-			got <- time.Now()
-			_ = m.Unlock(ctx)
-		})
-	}
-	time.Sleep(300 * time.Millisecond)
-	before, start := cmds.Load(), time.Now()
-	time.Sleep(2 * time.Second)
-	waitRate := float64(cmds.Load()-before) / time.Since(start).Seconds()
-	released := time.Now()
-	_ = holder.Unlock(ctx)
-	first := <-got
-	wg.Wait()
-	drained := time.Since(released)
+}
 
-	before, start = cmds.Load(), time.Now()
-	var acquisitions atomic.Int64
-	stop := time.Now().Add(2 * time.Second)
-	for range waiters {
-		c := newClient()
-		wg.Go(func() {
-			m := c.NewMutex("load/contended")
-			for time.Now().Before(stop) {
-				if err := m.Lock(ctx); err != nil {
-					t.Error(err)
-					return
-				}
-				acquisitions.Add(1)
-				_ = m.Unlock(ctx)
-			}
-		})
+// TestWaitersAreServedInArrivalOrder: waiters of separate Clients (as
+// separate processes) get the lock in the order they began to wait, and
+// the owner that releases it and locks again at once comes after them.
+func TestWaitersAreServedInArrivalOrder(t *testing.T) {
+	t.Parallel()
+	const name, waiters = "in-order", 4
+	db := mongoServer.Get(t).NewDatabase(t)
+	mc, _ := connect(t, db.URI)
+	coll := mc.Database(db.Name).Collection(mongolock.DefaultCollection)
+	ctx := drivertest.Context(t, 2*time.Minute)
+	tickets := func() int64 {
+		var doc struct {
+			Tickets int64 `bson:"tickets"`
+		}
+		if err := coll.FindOne(ctx, bson.D{{Key: "_id", Value: name}}).Decode(&doc); err == nil {
+			return doc.Tickets // ModeUpdate
+		}
+		n, err := coll.CountDocuments(ctx, bson.D{{Key: "name", Value: name}, {Key: "_id", Value: bson.D{{Key: "$regex", Value: "^t/"}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
 	}
-	wg.Wait()
-	el := time.Since(start).Seconds()
-	n, acq := cmds.Load()-before, acquisitions.Load()
-	mode := holderClient.Driver().(*mongolock.Driver).Mode()
-	t.Logf("mongodb (%s): waiting: %.0f commands/s for %d waiters (%.1f per waiter per second); first waiter in %v, all %d in %v; "+
-		"contention: %.0f acquisitions/s, %.0f commands/s, %.1f commands per acquisition",
-		mode, waitRate, waiters, waitRate/waiters, first.Sub(released).Round(time.Millisecond), waiters, drained.Round(time.Millisecond),
-		float64(acq)/el, float64(n)/el, float64(n)/float64(max(acq, 1)))
-	if waitRate/waiters > 80 {
-		t.Errorf("waiting costs %.0f commands per waiter per second", waitRate/waiters)
-	}
+	drivertest.ServedInArrivalOrder(t, ctx, db.URI, name, waiters, tickets)
 }

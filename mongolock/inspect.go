@@ -22,8 +22,8 @@ func (d *Driver) Holds(ctx context.Context, prefix string) ([]backend.Hold, erro
 // ForceRelease implements backend.Inspector: it frees name whoever holds
 // it (the fence survives), and returns ErrNotHeld if nobody does.
 func (d *Driver) ForceRelease(ctx context.Context, name string) error {
-	if name == "" || len(name) > MaxNameLen {
-		return backend.ErrInvalidName
+	if err := checkName(name); err != nil {
+		return err
 	}
 	octx, cancel := opCtx(ctx)
 	defer cancel()

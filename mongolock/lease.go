@@ -3,26 +3,16 @@ package mongolock
 import (
 	"context"
 	"time"
+
+	"github.com/golocker/locker/internal/driverkit"
 )
 
-// lease is one hold of name by owner.
+// lease is one hold: its Grant, and the Driver that renews and releases
+// it.
 type lease struct {
-	d           *Driver
-	name, owner string
-	token       uint64
-	start       time.Time
+	driverkit.Grant
+	d *Driver
 }
-
-// Token returns the fence of this grant.
-func (l *lease) Token() uint64 { return l.token }
-
-// Start returns when the granting request was sent.
-func (l *lease) Start() time.Time { return l.start }
-
-// Lost returns nil: without change streams (which the driver does not
-// rely on) the server does not tell a client that its lock changed hands;
-// the next renewal finds out.
-func (l *lease) Lost() <-chan struct{} { return nil }
 
 // Renew extends the lease to ttl from the server's now, if the lock is
 // still this owner's and its lease has not run out.

@@ -3,14 +3,12 @@ package mongolock_test
 import (
 	"context"
 	"flag"
-	"fmt"
 	"os"
 	"testing"
-	"time"
 
-	"go.uber.org/goleak"
-
+	"github.com/golocker/locker/internal/drivertest"
 	"github.com/golocker/locker/internal/testserver"
+	"github.com/golocker/locker/internal/testserver/mongoserver"
 	"github.com/golocker/locker/mongolock"
 )
 
@@ -18,36 +16,15 @@ import (
 // when it is on PATH, else FerretDB.
 var servers testserver.Shared
 
-var mongoServer = testserver.NewLazy(&servers, testserver.StartMongo)
+var mongoServer = testserver.NewLazy(&servers, mongoserver.StartMongo)
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	code := servers.Main(m)
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
-
-// testCtx returns a context that ends with a generous bound on the test.
-func testCtx(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
+	os.Exit(drivertest.Main(m, &servers))
 }
 
 // open opens url, closed when the test ends.
 func open(t *testing.T, url string, opts ...mongolock.Option) *mongolock.Driver {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	d, err := mongolock.Open(ctx, url, opts...)
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	t.Cleanup(func() { _ = d.Close() })
-	return d
+	return drivertest.Open(t, "the test database", func(ctx context.Context) (*mongolock.Driver, error) { return mongolock.Open(ctx, url, opts...) })
 }

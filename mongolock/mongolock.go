@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -14,6 +17,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 
 	"github.com/golocker/locker/backend"
+	"github.com/golocker/locker/internal/driverkit"
+	"github.com/golocker/locker/internal/ticket"
 )
 
 // MaxNameLen is the longest lock name the driver stores, in bytes: every
@@ -29,14 +34,17 @@ const (
 	disconnectTimeout = 5 * time.Second
 )
 
-// Driver is a lock collection in MongoDB. It implements backend.Driver and
-// backend.Inspector and is safe for concurrent use.
+// Driver is a lock collection in MongoDB. It implements backend.Driver,
+// backend.Inspector, backend.BatchRenewer and backend.LogSetter, and is safe
+// for concurrent use.
 type Driver struct {
 	client   *mongo.Client
 	owned    bool
 	database string
 	collName string
 	caps     backend.Capabilities
+	log      *logSink     // the SetLogger logger, also the mongo.Client's sink
+	turns    ticket.Queue // the places of this Driver's waiters (fair.go)
 
 	// Set once by ready, read after it.
 	readySem chan struct{}
@@ -56,48 +64,62 @@ type Driver struct {
 }
 
 var (
-	_ backend.Driver    = (*Driver)(nil)
-	_ backend.Inspector = (*Driver)(nil)
+	_ backend.Driver       = (*Driver)(nil)
+	_ backend.Inspector    = (*Driver)(nil)
+	_ backend.BatchRenewer = (*Driver)(nil)
+	_ backend.LogSetter    = (*Driver)(nil)
 )
 
 // New returns a Driver on client, a *mongo.Client the caller already has
 // and keeps: the Driver's Close does not disconnect it.
 func New(client *mongo.Client, opts ...Option) (*Driver, error) {
-	return newDriver(client, false, opts)
+	return newDriver(client, false, nil, opts)
 }
 
-func newDriver(client *mongo.Client, owned bool, opts []Option) (*Driver, error) {
+func newDriver(client *mongo.Client, owned bool, log *logSink, opts []Option) (*Driver, error) {
 	if client == nil {
-		return nil, fmt.Errorf("%w: nil *mongo.Client", errOption)
+		return nil, driverkit.BadOption("mongolock", "nil *mongo.Client")
 	}
 	o := defaultConfig()
-	if err := o.apply(opts); err != nil {
+	if err := driverkit.Apply(&o, opts); err != nil {
 		return nil, err
+	}
+	if o.dialer != nil && !owned {
+		return nil, driverkit.BadOption("mongolock", "WithDialer applies to Open: New's *mongo.Client is connected already")
+	}
+	if log == nil {
+		log = &logSink{}
 	}
 	return &Driver{
 		client:   client,
 		owned:    owned,
 		database: o.database,
 		collName: o.collection,
+		log:      log,
 		caps: backend.Capabilities{
 			Fencing:      true,
 			Expiry:       true,
-			Inspect:      true,
 			CrossProcess: true,
 		},
+		turns:    ticket.Queue{Window: claimWindow},
 		readySem: make(chan struct{}, 1),
 		wallNow:  time.Now,
 		closed:   make(chan struct{}),
 	}, nil
 }
 
-// Capabilities implements backend.Driver: Fencing, Expiry, Inspect and
-// CrossProcess. Waiters poll.
+// Capabilities implements backend.Driver: Fencing, Expiry and
+// CrossProcess. Waiters poll, in turn.
 func (d *Driver) Capabilities() backend.Capabilities { return d.caps }
 
-// Close ends the Driver's waits in flight with backend.ErrClosed and, if
-// the Driver connected the client itself (Open), disconnects it. Holds stay
-// in the collection until released or expired.
+// SetLogger implements backend.LogSetter: the Go driver's log messages, for
+// a Driver from Open, go to l. A *mongo.Client given to New keeps its own
+// logger.
+func (d *Driver) SetLogger(l *slog.Logger) { d.log.set(l) }
+
+// Close stops the Driver's background clean-ups and, if the Driver
+// connected the client itself (Open), disconnects it. Holds stay in the
+// collection until released or expired.
 func (d *Driver) Close() error {
 	var err error
 	d.closeOnce.Do(func() {
@@ -195,12 +217,19 @@ func definite(err error) bool {
 }
 
 func (d *Driver) newLease(r backend.Request, fence int64, start time.Time) *lease {
-	return &lease{d: d, name: r.Name, owner: r.Owner, token: uint64(fence), start: start}
+	return &lease{Grant: driverkit.GrantOf(r, fence, start), d: d}
+}
+
+func checkName(name string) error {
+	if name == "" || len(name) > MaxNameLen || !utf8.ValidString(name) || strings.IndexByte(name, 0) >= 0 {
+		return fmt.Errorf("%w: %d bytes (at most %d of UTF-8, no NUL)", backend.ErrInvalidName, len(name), MaxNameLen)
+	}
+	return nil
 }
 
 func checkRequest(r backend.Request) error {
-	if r.Name == "" || len(r.Name) > MaxNameLen {
-		return fmt.Errorf("%w: %d bytes (at most %d)", backend.ErrInvalidName, len(r.Name), MaxNameLen)
+	if err := checkName(r.Name); err != nil {
+		return err
 	}
 	if r.Owner == "" || len(r.Owner) > maxOwnerLen {
 		return fmt.Errorf("mongolock: owner of %d bytes: want 1 to %d", len(r.Owner), maxOwnerLen)
@@ -209,4 +238,24 @@ func checkRequest(r backend.Request) error {
 		return backend.ErrInvalidTTL
 	}
 	return nil
+}
+
+// logSink is the Go driver's log sink: it sends the driver's messages to
+// the logger of SetLogger (none until then).
+type logSink struct{ p atomic.Pointer[slog.Logger] }
+
+func (s *logSink) set(l *slog.Logger) { s.p.Store(l) }
+
+// Info implements options.LogSink.
+func (s *logSink) Info(level int, msg string, kv ...any) {
+	if l := s.p.Load(); l != nil {
+		l.Debug("mongolock: mongo driver: "+msg, kv...)
+	}
+}
+
+// Error implements options.LogSink.
+func (s *logSink) Error(err error, msg string, kv ...any) {
+	if l := s.p.Load(); l != nil {
+		l.Warn("mongolock: mongo driver: "+msg, append(kv, "err", err)...)
+	}
 }

@@ -3,6 +3,7 @@ package mongolock
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/url"
 	"sort"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/golocker/locker"
 	"github.com/golocker/locker/backend"
+	"github.com/golocker/locker/internal/driverkit"
 )
 
 // URL schemes of the driver.
@@ -32,43 +34,74 @@ func init() {
 
 // Open connects a new client to the deployment that rawURL names (see the
 // package doc), checks that a primary answers, and returns a Driver whose
-// Close disconnects the client. opts apply after the URL's parameters. A
-// password never appears in an error.
+// Close disconnects the client. opts apply after the URL's parameters. It
+// returns when ctx ends. Errors name the hosts tried and never show the
+// password.
 func Open(ctx context.Context, rawURL string, opts ...Option) (*Driver, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("%w: malformed URL", backend.ErrBadURL)
+		return nil, driverkit.BadURL("mongolock", "malformed URL")
 	}
-	d, err := openURL(ctx, u, opts)
-	if err != nil {
-		return nil, scrub(err, u)
-	}
-	return d, nil
+	return openURL(ctx, u, opts)
 }
 
 func openURL(ctx context.Context, u *url.URL, extra []Option) (*Driver, error) {
+	d, err := connect(ctx, u, extra)
+	return d, driverkit.Scrub(err, u)
+}
+
+func connect(ctx context.Context, u *url.URL, extra []Option) (*Driver, error) {
 	uri, opts, err := parseURL(u)
 	if err != nil {
 		return nil, err
 	}
-	client, err := mongo.Connect(options.Client().ApplyURI(uri))
-	if err != nil {
-		return nil, fmt.Errorf("mongolock: connect: %w", err)
+	opts = append(opts, extra...)
+	o := defaultConfig()
+	if err := driverkit.Apply(&o, opts); err != nil {
+		return nil, err
 	}
-	if err := client.Ping(ctx, readpref.Primary()); err != nil {
+	// The Go driver logs to its sink (stderr by default, when the
+	// MONGODB_LOG_* variables ask for it): to the Client's logger here.
+	log := &logSink{}
+	copts := options.Client().ApplyURI(uri).SetLoggerOptions(options.Logger().SetSink(log))
+	if o.dialer != nil {
+		copts.SetDialer(dialFunc(o.dialer))
+	}
+	client, err := mongo.Connect(copts)
+	if err != nil {
+		return nil, fmt.Errorf("mongolock: connect to %s: %w", u.Host, err)
+	}
+	disconnect := func() {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), disconnectTimeout)
 		defer cancel()
 		_ = client.Disconnect(dctx)
-		return nil, fmt.Errorf("mongolock: connect: %w", err)
 	}
-	d, err := newDriver(client, true, append(opts, extra...))
+	// Ping honours ctx; the wait below makes sure of it.
+	pinged := make(chan error, 1)
+	go func() { pinged <- client.Ping(ctx, readpref.Primary()) }()
+	select {
+	case err = <-pinged:
+	case <-ctx.Done():
+		go func() { <-pinged; disconnect() }()
+		return nil, fmt.Errorf("mongolock: connect to %s: %w", u.Host, ctx.Err())
+	}
 	if err != nil {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), disconnectTimeout)
-		defer cancel()
-		_ = client.Disconnect(dctx)
+		disconnect()
+		return nil, fmt.Errorf("mongolock: connect to %s: %w", u.Host, err)
+	}
+	d, err := newDriver(client, true, log, opts)
+	if err != nil {
+		disconnect()
 		return nil, err
 	}
 	return d, nil
+}
+
+// dialFunc is a dial function as the Go driver takes one.
+type dialFunc func(ctx context.Context, network, address string) (net.Conn, error)
+
+func (f dialFunc) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
+	return f(ctx, network, address)
 }
 
 // parseURL returns the connection string for the Go driver (without
@@ -78,22 +111,22 @@ func openURL(ctx context.Context, u *url.URL, extra []Option) (*Driver, error) {
 func parseURL(u *url.URL) (string, []Option, error) {
 	scheme := strings.ToLower(u.Scheme)
 	if scheme != Scheme && scheme != SchemeSRV {
-		return "", nil, fmt.Errorf("%w: scheme %q is not mongodb or mongodb+srv", backend.ErrBadURL, u.Scheme)
+		return "", nil, driverkit.BadURL("mongolock", "scheme %q is not mongodb or mongodb+srv", u.Scheme)
 	}
 	if u.Opaque != "" || u.Host == "" {
-		return "", nil, fmt.Errorf("%w: want %s://[user:password@]host[:27017][,host2...]/[database][?options]", backend.ErrBadURL, scheme)
+		return "", nil, driverkit.BadURL("mongolock", "want %s://[user:password@]host[:27017][,host2...]/[database][?options]", scheme)
 	}
 	if u.Fragment != "" {
-		return "", nil, fmt.Errorf("%w: a fragment (#...) is not allowed", backend.ErrBadURL)
+		return "", nil, driverkit.BadURL("mongolock", "a fragment (#...) is not allowed")
 	}
 	q, err := url.ParseQuery(u.RawQuery)
 	if err != nil {
-		return "", nil, fmt.Errorf("%w: malformed query", backend.ErrBadURL)
+		return "", nil, driverkit.BadURL("mongolock", "malformed query")
 	}
 	var opts []Option
 	if c, ok := q["collection"]; ok {
 		if len(c) != 1 {
-			return "", nil, fmt.Errorf("%w: collection given %d times", backend.ErrBadURL, len(c))
+			return "", nil, driverkit.BadURL("mongolock", "collection given %d times", len(c))
 		}
 		opts = append(opts, WithCollection(c[0]))
 		q.Del("collection")
@@ -102,8 +135,8 @@ func parseURL(u *url.URL) (string, []Option, error) {
 		opts = append(opts, WithDatabase(db))
 	}
 	o := defaultConfig()
-	if err := o.apply(opts); err != nil {
-		return "", nil, fmt.Errorf("%w: %v", backend.ErrBadURL, err)
+	if err := driverkit.Apply(&o, opts); err != nil {
+		return "", nil, driverkit.BadURL("mongolock", "%v", err)
 	}
 	rest := *u
 	rest.RawQuery = q.Encode()
@@ -115,7 +148,7 @@ func parseURL(u *url.URL) (string, []Option, error) {
 	cs, err := connstring.Parse(check.String())
 	if err != nil {
 		// The driver's message may quote the URI, password included.
-		return "", nil, fmt.Errorf("%w: the MongoDB driver rejects the URL", backend.ErrBadURL)
+		return "", nil, driverkit.BadURL("mongolock", "the MongoDB driver rejects the URL")
 	}
 	if len(cs.UnknownOptions) > 0 {
 		var names []string
@@ -123,42 +156,8 @@ func parseURL(u *url.URL) (string, []Option, error) {
 			names = append(names, k)
 		}
 		sort.Strings(names)
-		return "", nil, fmt.Errorf("%w: unknown parameter(s) %s (golocker's: collection; the rest must be MongoDB connection string options)",
-			backend.ErrBadURL, strings.Join(names, ", "))
+		return "", nil, driverkit.BadURL("mongolock", "unknown parameter(s) %s (golocker's: collection; the rest must be MongoDB connection string options)",
+			strings.Join(names, ", "))
 	}
 	return uri, opts, nil
 }
-
-// scrub hides u's password wherever it appears in err's message.
-func scrub(err error, u *url.URL) error {
-	if u.User == nil {
-		return err
-	}
-	p, ok := u.User.Password()
-	if !ok || p == "" {
-		return err
-	}
-	secrets := []string{p, url.QueryEscape(p), url.PathEscape(p)}
-	msg := err.Error()
-	for _, s := range secrets {
-		if strings.Contains(msg, s) {
-			return &scrubbed{err: err, secrets: secrets}
-		}
-	}
-	return err
-}
-
-type scrubbed struct {
-	err     error
-	secrets []string
-}
-
-func (e *scrubbed) Error() string {
-	s := e.err.Error()
-	for _, p := range e.secrets {
-		s = strings.ReplaceAll(s, p, "xxxxx")
-	}
-	return s
-}
-
-func (e *scrubbed) Unwrap() error { return e.err }

@@ -2,34 +2,25 @@ package mysqllock
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"time"
 
 	"github.com/golocker/locker/backend"
+	"github.com/golocker/locker/internal/driverkit"
+	"github.com/golocker/locker/internal/ticket"
 )
 
-// Waiting polls, with capped exponential backoff and jitter.
-const (
-	minBackoff = 2 * time.Millisecond
-	maxBackoff = 250 * time.Millisecond
-	// notifyFallback caps a wait for a NOTIFY: a holder that crashed sends
-	// none (the wait is also capped by its remaining lease), and one sent
-	// while the LISTEN connection was being re-established is lost.
-	notifyFallback = time.Second
-)
-
-// unknown is the remaining lease when it was not read.
-const unknown = time.Duration(-1)
-
-// Acquire implements backend.Driver. One attempt is one statement on
-// PostgreSQL and SQLite (an upsert), and one on MySQL when the row exists.
-// A waiting Acquire then reads the holder's remaining lease (a plain
-// SELECT, no row lock) and sleeps with backoff, never past that lease,
-// and tries again when the lock looks free; on PostgreSQL a release's
-// NOTIFY ends the sleep.
+// Acquire implements backend.Driver: one attempt, which never waits. It is
+// one statement on PostgreSQL and SQLite (an upsert), and on MySQL when the
+// lock's row exists (an update; an insert creates it). A held lock is a
+// *backend.HeldError. The first attempt of a waiting acquisition (r.Since
+// set) that does not get the lock takes a ticket in the lock's queue
+// (fair.go); its later attempts read the row first, and try only when the
+// lock is free and it is their turn. The HeldError's Left then also says
+// when to look again.
 func (d *Driver) Acquire(ctx context.Context, r backend.Request) (backend.Lease, error) {
 	if err := checkRequest(r); err != nil {
 		return nil, err
@@ -37,44 +28,72 @@ func (d *Driver) Acquire(ctx context.Context, r backend.Request) (backend.Lease,
 	if err := d.ready(ctx); err != nil {
 		return nil, err
 	}
-	var released <-chan struct{} // a release by this Driver
-	if r.Wait {
-		// Only the head of the Driver's queue for the name polls (see
-		// queues).
-		q, e := d.waiting.join(r.Name)
-		defer d.waiting.leave(r.Name, q, e)
-		if err := d.awaitTurn(ctx, e); err != nil {
-			return nil, err
-		}
-		released = e.Value.(*place).wake
+	wait := !r.Since.IsZero()
+	var t *ticket.Turn
+	if wait {
+		t = d.turns.Get(r.Name, r.Owner)
 	}
-	var sub *subscription
-	if r.Wait && d.notifier != nil {
-		sub = d.notifier.subscribe(ctx, r.Name)
-		defer sub.cancel()
-	}
-	b := backoff{next: minBackoff}
-	for {
-		l, rem, err := d.try(ctx, r)
-		if err == nil {
-			return l, nil
-		}
-		if !errors.Is(err, backend.ErrHeld) || !r.Wait {
-			return nil, err
-		}
-		if err := d.waitFree(ctx, r.Name, rem, &b, sub, released); err != nil {
-			return nil, err
+	needTicket := wait && t == nil
+	if t != nil {
+		if left := d.turns.NotYet(t); left > 0 {
+			return nil, &backend.HeldError{Left: left}
 		}
 	}
+	// A waiter reads first, and tries when its turn has come; the head
+	// and the next one try at once (tryBlind).
+	if t != nil && !d.turns.TryBlind(t) {
+		s, err := d.look(ctx, r.Name)
+		if err != nil {
+			return nil, d.fail(ctx, err)
+		}
+		if s.Exists && !s.WorthTrying(t.Ticket) {
+			return nil, d.held(s, t)
+		}
+		needTicket = !s.Exists || t.Ticket < s.Serving || t.Ticket > s.Tickets
+	}
+	l, err := d.try(ctx, r, t, needTicket)
+	if l != nil {
+		d.turns.Forget(r.Name, r.Owner)
+		return l, nil
+	}
+	return nil, err
 }
 
-// try makes one attempt. When the lock is held it returns ErrHeld and, if
-// it read it, the holder's remaining lease (else unknown). If the outcome
-// of a statement is unknown (ctx ended, connection lost), it releases by
-// owner before returning the error, so that an error never leaves a hold.
-func (d *Driver) try(ctx context.Context, r backend.Request) (*lease, time.Duration, error) {
-	var l *lease
-	rem := unknown
+// state is a lock as acquire returns it or look reads it.
+type state = ticket.State
+
+func scanState(rows *sql.Rows, s *state) error {
+	var owner sql.NullString
+	var fence, leftUs, tickets, serving, lapsed, ageUs sql.NullInt64
+	if err := rows.Scan(&owner, &fence, &leftUs, &tickets, &serving, &lapsed, &ageUs); err != nil {
+		return err
+	}
+	*s = state{Exists: true, Owner: owner.String, Fence: fence.Int64, Left: time.Duration(leftUs.Int64) * time.Microsecond,
+		Tickets: tickets.Int64, Serving: serving.Int64, Lapsed: lapsed.Int64 != 0, Age: time.Duration(ageUs.Int64) * time.Microsecond}
+	return nil
+}
+
+// look reads name's row without locking it.
+func (d *Driver) look(ctx context.Context, name string) (state, error) {
+	var s state
+	err := d.retryIdempotent(ctx, func() error {
+		s = state{}
+		return d.query(ctx, d.st.look, args{"name": name, "window_us": claimWindow.Microseconds()},
+			func(rows *sql.Rows) error { return scanState(rows, &s) })
+	})
+	return s, err
+}
+
+// held returns the HeldError of an attempt that found s. For a waiter with
+// a ticket, Left is also bounded by when it should look again.
+func (d *Driver) held(s state, t *ticket.Turn) error {
+	return d.turns.Held(s, t, d.notifier.listening())
+}
+
+// try makes one attempt. If the outcome of a statement is unknown (ctx
+// ended, connection lost), it releases by owner before returning the
+// error, so that an error never leaves a hold.
+func (d *Driver) try(ctx context.Context, r backend.Request, t *ticket.Turn, needTicket bool) (*lease, error) {
 	// A statement cancelled in flight may still commit on the server
 	// after a release by owner has looked for it. So the statement gets a
 	// short grace after ctx ends, and its outcome is then known: a grant
@@ -82,199 +101,170 @@ func (d *Driver) try(ctx context.Context, r backend.Request) (*lease, time.Durat
 	// still running after the grace is abandoned, and cleaned up below.
 	sctx, stop := graceful(ctx, statementGrace)
 	defer stop()
+	var l *lease
+	var he error
 	err := d.retry(sctx, func() error {
 		if ctx.Err() != nil {
 			return ctx.Err() // no new attempt once ctx has ended
 		}
 		var err error
-		if d.dialect == DialectMySQL {
-			l, rem, err = d.tryMySQL(sctx, r)
-		} else {
-			l, err = d.tryUpsert(sctx, r)
-		}
+		l, he, err = d.attempt(sctx, r, t, needTicket)
 		return err
 	})
 	switch {
-	case err == nil, errors.Is(err, backend.ErrHeld):
-		return l, rem, err
+	case err == nil && l != nil:
+		return l, nil
+	case err == nil:
+		return nil, he
 	case isTooLong(err):
-		return nil, rem, fmt.Errorf("%w: longer than the name column of table %s", backend.ErrInvalidName, d.table)
+		return nil, fmt.Errorf("%w: longer than the name column of table %s", backend.ErrInvalidName, d.table)
 	}
 	if !definite(err) {
 		d.cleanup(ctx, r)
 	}
+	return nil, d.fail(ctx, err)
+}
+
+// fail is the error of an attempt that failed with err.
+func (d *Driver) fail(ctx context.Context, err error) error {
 	if ctxErr(err) && ctx.Err() != nil {
-		return nil, rem, ctx.Err()
+		return ctx.Err()
 	}
-	return nil, rem, d.explain(err)
+	return d.explain(err)
 }
 
-// tryUpsert is one attempt on PostgreSQL or SQLite: the upsert returns the
-// new fence, or no row when the lock is held.
-func (d *Driver) tryUpsert(ctx context.Context, r backend.Request) (*lease, error) {
-	start := time.Now()
-	fence, ok, err := d.queryInt(ctx, d.st.acquire, r.Name, r.Owner, leaseMicros(r.TTL))
-	if err != nil {
-		return nil, err
+// attempt sends the acquiring statement and, for a waiter that did not
+// get the lock and needs one, takes a ticket: a lease, or a HeldError
+// (he), or the database's error.
+func (d *Driver) attempt(ctx context.Context, r backend.Request, t *ticket.Turn, needTicket bool) (l *lease, he error, err error) {
+	var ticket, wait int64
+	if t != nil && !needTicket {
+		ticket = t.Ticket
 	}
-	if !ok {
-		return nil, backend.ErrHeld
+	if !r.Since.IsZero() {
+		wait = 1
 	}
-	return d.newLease(r, fence, start), nil
-}
-
-// tryMySQL is one attempt on MySQL, which has no UPDATE … RETURNING: take
-// the existing row (the fence comes back as the insert id); if nothing
-// changed, read the row: held, free again (try again), or absent (insert
-// it held). A duplicate key on that insert means another owner created
-// the row first: look again.
-func (d *Driver) tryMySQL(ctx context.Context, r backend.Request) (*lease, time.Duration, error) {
-	us := leaseMicros(r.TTL)
+	a := args{"name": r.Name, "owner": r.Owner, "lease_us": leaseMicros(r.TTL), "ticket": ticket,
+		"wait": wait, "window_us": claimWindow.Microseconds()}
 	for range 3 {
 		start := time.Now()
-		res, n, err := d.exec(ctx, d.db, d.st.acquire, r.Owner, us, r.Name)
-		if err != nil {
-			return nil, unknown, err
-		}
-		if n == 1 {
-			fence, err := d.mysqlFence(ctx, res, r)
+		if d.dialect == DialectMySQL {
+			res, n, err := d.exec(ctx, d.quietDB, d.st.acquire, a)
 			if err != nil {
-				// Granted, but the token is unknown: give it back.
-				d.cleanup(ctx, r)
-				return nil, unknown, err
+				return nil, nil, err
 			}
-			return d.newLease(r, fence, start), unknown, nil
+			if n > 0 {
+				if id := insertID(res); id > 0 {
+					return d.newLease(r, id, start), nil, nil
+				}
+				// A GORM plugin hid the insert id: read the fence back.
+				fence, ok, err := d.fenceOf(ctx, r)
+				if err == nil && !ok {
+					err = errors.New("mysqllock: the fence of a grant is not available")
+				}
+				if err != nil {
+					d.cleanup(ctx, r)
+					return nil, nil, err
+				}
+				return d.newLease(r, fence, start), nil, nil
+			}
+		} else {
+			var s state
+			if err := d.query(ctx, d.st.acquire, a, func(rows *sql.Rows) error { return scanState(rows, &s) }); err != nil {
+				return nil, nil, err
+			}
+			if s.Exists {
+				return d.newLease(r, s.Fence, start), nil, nil
+			}
 		}
-		rem, exists, err := d.remaining(ctx, r.Name)
+		if needTicket {
+			t, s, err := d.takeTicket(ctx, r)
+			switch {
+			case err != nil:
+				return nil, nil, err
+			case s.Exists && s.Serving == 0:
+				return nil, &backend.HeldError{}, nil // MySQL: not read
+			case s.Exists:
+				return nil, d.held(s, t), nil
+			}
+		}
+		if t != nil && !needTicket && d.turns.TryBlind(t) {
+			return nil, d.turns.HeadHeld(t, d.notifier.listening()), nil
+		}
+		s, err := d.look(ctx, r.Name)
 		if err != nil {
-			return nil, unknown, err
+			return nil, nil, err
 		}
-		if exists && rem > 0 {
-			return nil, rem, backend.ErrHeld
+		if s.Exists {
+			return nil, d.held(s, t), nil
 		}
-		if exists {
-			continue // freed or expired since the update: take it
+		if d.dialect != DialectMySQL {
+			continue // the upsert creates the row: it was created, then removed
 		}
 		start = time.Now()
-		_, _, err = d.exec(ctx, d.quietDB, d.st.insert, r.Name, r.Owner, us)
+		_, _, err = d.exec(ctx, d.quietDB, d.st.insert, a)
 		if err == nil {
-			return d.newLease(r, 1, start), unknown, nil
+			return d.newLease(r, 1, start), nil, nil
 		}
 		if !isDuplicate(err) {
-			return nil, unknown, err
+			return nil, nil, err
 		}
+		// Another owner created the row first: try the update again.
 	}
-	return nil, unknown, backend.ErrHeld
+	return nil, backend.ErrHeld, nil
 }
 
-// mysqlFence returns the fence that the acquiring UPDATE set with
-// LAST_INSERT_ID(fence + 1), or reads it back by owner when a GORM plugin
-// hid the statement's result.
-func (d *Driver) mysqlFence(ctx context.Context, res interface{ LastInsertId() (int64, error) }, r backend.Request) (int64, error) {
-	if res != nil {
-		if id, err := res.LastInsertId(); err == nil && id > 0 {
-			return id, nil
+// takeTicket gives r the next ticket of its lock's queue and returns the
+// row after it; s.exists is false when there is no row (MySQL).
+func (d *Driver) takeTicket(ctx context.Context, r backend.Request) (t *ticket.Turn, s state, err error) {
+	a := args{"name": r.Name, "window_us": claimWindow.Microseconds()}
+	if d.dialect != DialectMySQL {
+		err = d.query(ctx, d.st.takeTicket, a, func(rows *sql.Rows) error { return scanState(rows, &s) })
+		if err != nil || !s.Exists {
+			return nil, s, err
 		}
+		return d.turns.Record(r.Name, r.Owner, s.Tickets), s, nil
 	}
-	q := "SELECT fence FROM " + d.quotedTable() + " WHERE name = ? AND owner = ?"
-	fence, ok, err := d.queryInt(ctx, q, r.Name, r.Owner)
+	res, n, err := d.exec(ctx, d.db, d.st.takeTicket, a)
+	if err != nil || n == 0 {
+		return nil, s, err
+	}
+	if id := insertID(res); id > 0 {
+		t = d.turns.Record(r.Name, r.Owner, id)
+	}
+	// The rank is unknown until the waiter's next look, a few ms away
+	// (the back-off starts small): a look now would be one more statement.
+	return t, state{Exists: true}, nil
+}
+
+// insertID is a MySQL statement's insert id, 0 if unknown.
+func insertID(res sql.Result) int64 {
+	if res == nil {
+		return 0
+	}
+	id, err := res.LastInsertId()
 	if err != nil {
-		return 0, err
+		return 0
 	}
-	if !ok {
-		return 0, errNoResult
-	}
-	return fence, nil
+	return id
 }
 
-func (d *Driver) quotedTable() string {
-	q, _ := quoteTable(d.dialect, d.table) // validated in newDriver
-	return q
-}
-
-// remaining reads the holder's remaining lease: exists is false when there
-// is no row; rem <= 0 when the lock looks free.
-func (d *Driver) remaining(ctx context.Context, name string) (rem time.Duration, exists bool, err error) {
-	var us int64
-	err = d.retryIdempotent(ctx, func() error {
-		var err error
-		us, exists, err = d.queryInt(ctx, d.st.remaining, name)
-		return err
+// fenceOf reads the fence of r's grant, by owner; ok is false when r does
+// not hold the lock.
+func (d *Driver) fenceOf(ctx context.Context, r backend.Request) (fence int64, ok bool, err error) {
+	q := "SELECT fence FROM " + d.quotedTable() + " WHERE name = @name AND owner = @owner"
+	err = d.query(ctx, q, args{"name": r.Name, "owner": r.Owner}, func(rows *sql.Rows) error {
+		ok = true
+		return rows.Scan(&fence)
 	})
-	if err != nil {
-		return 0, false, err
-	}
-	return time.Duration(us) * time.Microsecond, exists, nil
-}
-
-// waitFree waits until the lock on name may be free: the holder's lease
-// has run out, a NOTIFY came, this Driver released it, or the backoff says
-// to look again. rem is
-// the holder's remaining lease if the last attempt read it.
-func (d *Driver) waitFree(ctx context.Context, name string, rem time.Duration, b *backoff, sub *subscription, released <-chan struct{}) error {
-	for {
-		if rem == unknown {
-			var exists bool
-			var err error
-			rem, exists, err = d.remaining(ctx, name)
-			if err != nil {
-				if ctx.Err() != nil {
-					return ctx.Err()
-				}
-				return d.explain(err)
-			}
-			if !exists {
-				return nil
-			}
-		}
-		if rem <= 0 {
-			return nil
-		}
-		sleep := b.step()
-		var woken <-chan struct{}
-		if sub.active() {
-			// A release wakes us; the backoff only guards against a
-			// notification lost while the listener reconnected.
-			sleep, woken = notifyFallback, sub.ch
-		}
-		// Never past the holder's lease: a crashed holder sends nothing.
-		sleep = min(sleep, rem+time.Millisecond)
-		t := time.NewTimer(sleep)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-d.closed:
-			t.Stop()
-			return backend.ErrClosed
-		case <-woken:
-			t.Stop()
-			return nil
-		case <-released:
-			t.Stop()
-			return nil
-		case <-t.C:
-		}
-		rem = unknown
-	}
-}
-
-// backoff is capped exponential backoff with jitter: each step is drawn
-// from [next/2, next], and next doubles up to maxBackoff.
-type backoff struct{ next time.Duration }
-
-func (b *backoff) step() time.Duration {
-	d := b.next/2 + rand.N(b.next/2+1)
-	b.next = min(2*b.next, maxBackoff)
-	return d
+	return fence, ok, err
 }
 
 // statementGrace is how long a statement in flight may run on after the
 // caller's ctx ends, so that its outcome is known.
 const statementGrace = time.Second
 
-// graceful returns a context that ends grace after ctx does (or at once
-// when ctx has no more time to give).
+// graceful returns a context that ends grace after ctx does.
 func graceful(ctx context.Context, grace time.Duration) (context.Context, context.CancelFunc) {
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	var mu sync.Mutex
@@ -295,52 +285,27 @@ func graceful(ctx context.Context, grace time.Duration) (context.Context, contex
 	}
 }
 
-// cleanupAgain are the delays after which cleanup looks again, in the
-// background, for a grant whose statement ran only after the first look
-// (a statement abandoned on a cancelled ctx still runs on the server).
-var cleanupAgain = []time.Duration{100 * time.Millisecond, time.Second}
-
 // cleanup releases by owner, whatever the lease, a grant that may have
-// happened although the attempt failed: at once with its own short
-// deadline (ctx may be the cancelled one), and again in the background
-// until Close. The owner is unique to the failed attempt, so a late
-// release can free nothing else.
+// happened although the attempt failed (driverkit.Cleanup).
 func (d *Driver) cleanup(ctx context.Context, r backend.Request) {
-	d.releaseAny(context.WithoutCancel(ctx), r)
-	d.bg.Add(1)
-	go func() {
-		defer d.bg.Done()
-		for _, after := range cleanupAgain {
-			t := time.NewTimer(after)
-			select {
-			case <-t.C:
-			case <-d.closed:
-				t.Stop()
-				return
-			}
-			d.releaseAny(context.Background(), r)
-		}
-	}()
+	driverkit.Cleanup(ctx, &d.bg, d.closed, func(ctx context.Context) { d.releaseAny(ctx, r) })
 }
 
 func (d *Driver) releaseAny(ctx context.Context, r backend.Request) {
 	ctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
 	defer cancel()
 	_ = d.retry(ctx, func() error {
-		_, _, err := d.exec(ctx, d.db, d.st.releaseAny, d.releaseArgs(r.Name, r.Owner)...)
+		_, _, err := d.exec(ctx, d.db, d.st.releaseAny, d.ownerArgs(r.Name, r.Owner))
 		return err
 	})
 }
 
-// releaseArgs are the parameters of release and release_any: PostgreSQL's
+// ownerArgs are the parameters of release and release_any: PostgreSQL's
 // also name the NOTIFY channel.
-func (d *Driver) releaseArgs(name, owner string) []any {
-	if d.dialect == DialectPostgres {
-		return []any{name, owner, d.channel}
-	}
-	return []any{name, owner}
+func (d *Driver) ownerArgs(name, owner string) args {
+	return args{"name": name, "owner": owner, "channel": d.channel}
 }
 
 func (d *Driver) newLease(r backend.Request, fence int64, start time.Time) *lease {
-	return &lease{d: d, name: r.Name, owner: r.Owner, token: uint64(fence), start: start}
+	return &lease{Grant: driverkit.GrantOf(r, fence, start), d: d}
 }

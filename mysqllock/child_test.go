@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/golocker/locker"
+	"github.com/golocker/locker/internal/drivertest"
 	"github.com/golocker/locker/mysqllock"
 )
 
@@ -89,7 +90,7 @@ func TestSQLiteAcrossProcesses(t *testing.T) {
 	url := "sqlite://" + filepath.ToSlash(filepath.Join(dir, "new", "locks.db"))
 	logPath := filepath.Join(dir, "log")
 	const procs, rounds = 2, 40
-	ctx := testCtx(t, 2*time.Minute)
+	ctx := drivertest.Context(t, 2*time.Minute)
 	for _, err := range runChildren(ctx, procs, "sqlite-worker",
 		"MYSQLLOCK_TEST_URL="+url, "MYSQLLOCK_TEST_LOG="+logPath, "MYSQLLOCK_TEST_ROUNDS="+strconv.Itoa(rounds)) {
 		if err != nil {
@@ -152,7 +153,7 @@ func TestSQLiteAcrossProcesses(t *testing.T) {
 func TestSQLiteConcurrentFirstOpen(t *testing.T) {
 	t.Parallel()
 	const files, procs = 10, 4
-	ctx := testCtx(t, 2*time.Minute)
+	ctx := drivertest.Context(t, 2*time.Minute)
 	for i := range files {
 		url := "sqlite://" + filepath.ToSlash(filepath.Join(t.TempDir(), "new", "locks.db"))
 		for _, err := range runChildren(ctx, procs, "sqlite-open", "MYSQLLOCK_TEST_URL="+url) {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/golocker/locker/internal/driverkit"
 )
 
 // Dialects, named as GORM's dialectors name themselves.
@@ -18,14 +20,18 @@ const (
 //go:embed sql/*.sql
 var sqlFiles embed.FS
 
-// statements are one dialect's SQL, with the table name filled in.
+// statements are one dialect's SQL, with the table name and fragments
+// filled in. Fields marked MySQL are empty on the other dialects.
 type statements struct {
 	create       string
-	acquire      string // PostgreSQL, SQLite: upsert RETURNING fence; MySQL: UPDATE of an existing row
-	insert       string // MySQL only: create the row held
-	remaining    string
+	acquire      string // PostgreSQL, SQLite: the upsert; MySQL: the update of an existing row
+	insert       string // MySQL: create the row held
+	takeTicket   string
+	look         string
 	renew        string
-	renewCheck   string // MySQL only
+	renewCheck   string // MySQL
+	renewBatch   string
+	renewStamped string // MySQL
 	release      string
 	releaseAny   string
 	forceRelease string
@@ -33,34 +39,43 @@ type statements struct {
 }
 
 // loadStatements reads the embedded SQL of dialect and fills in the
-// quoted table name.
+// quoted table name and the fragments ({free}, {now}, ...).
 func loadStatements(dialect, quotedTable string) (statements, error) {
 	b, err := sqlFiles.ReadFile("sql/" + dialect + ".sql")
 	if err != nil {
 		return statements{}, fmt.Errorf("mysqllock: no SQL for dialect %q", dialect)
 	}
 	named := parseNamed(string(b))
+	pairs := []string{"{table}", quotedTable}
+	for k, v := range named {
+		pairs = append(pairs, "{"+k+"}", v)
+	}
+	r := strings.NewReplacer(pairs...)
 	fill := func(name string) string {
 		s := named[name]
-		s = strings.ReplaceAll(s, "{now}", named["now"])
-		return strings.ReplaceAll(s, "{table}", quotedTable)
+		// Fragments name fragments: fill until nothing changes.
+		for range 10 {
+			next := r.Replace(s)
+			if next == s {
+				break
+			}
+			s = next
+		}
+		return s
 	}
 	st := statements{
-		create:       fill("create"),
-		acquire:      fill("acquire"),
-		insert:       fill("insert"),
-		remaining:    fill("remaining"),
-		renew:        fill("renew"),
-		renewCheck:   fill("renew_check"),
-		release:      fill("release"),
-		releaseAny:   fill("release_any"),
-		forceRelease: fill("force_release"),
-		holds:        fill("holds"),
+		create: fill("create"), acquire: fill("acquire"), insert: fill("insert"), takeTicket: fill("take_ticket"), look: fill("look"),
+		renew: fill("renew"), renewCheck: fill("renew_check"), renewBatch: fill("renew_batch"),
+		renewStamped: fill("renew_stamped"), release: fill("release"), releaseAny: fill("release_any"),
+		forceRelease: fill("force_release"), holds: fill("holds"),
 	}
-	for name, s := range map[string]string{"create": st.create, "acquire": st.acquire, "remaining": st.remaining,
-		"renew": st.renew, "release": st.release, "release_any": st.releaseAny, "force_release": st.forceRelease, "holds": st.holds} {
-		if s == "" {
-			return statements{}, fmt.Errorf("mysqllock: dialect %q has no %q statement", dialect, name)
+	required := []string{st.create, st.acquire, st.takeTicket, st.look, st.renew, st.renewBatch, st.release, st.releaseAny, st.forceRelease, st.holds}
+	if dialect == DialectMySQL {
+		required = append(required, st.insert, st.renewCheck, st.renewStamped)
+	}
+	for _, s := range required {
+		if s == "" || strings.Contains(s, "{") {
+			return statements{}, fmt.Errorf("mysqllock: dialect %q: a statement is missing or not filled in", dialect)
 		}
 	}
 	return st, nil
@@ -107,7 +122,7 @@ var identPart = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
 func quoteTable(dialect, table string) (string, error) {
 	parts := strings.Split(table, ".")
 	if len(parts) > 2 || (len(parts) == 2 && dialect == DialectSQLite) {
-		return "", fmt.Errorf("%w: table %q: want NAME or SCHEMA.NAME (SQLite: NAME)", errOption, table)
+		return "", driverkit.BadOption("mysqllock", "table %q: want NAME or SCHEMA.NAME (SQLite: NAME)", table)
 	}
 	q := "`"
 	if dialect != DialectMySQL {
@@ -115,7 +130,7 @@ func quoteTable(dialect, table string) (string, error) {
 	}
 	for i, p := range parts {
 		if !identPart.MatchString(p) {
-			return "", fmt.Errorf("%w: table %q: each part must match [A-Za-z_][A-Za-z0-9_]* and be at most 63 characters", errOption, table)
+			return "", driverkit.BadOption("mysqllock", "table %q: each part must match [A-Za-z_][A-Za-z0-9_]* and be at most 63 characters", table)
 		}
 		parts[i] = q + p + q
 	}
@@ -136,11 +151,4 @@ func DDL(dialect, table string) (string, error) {
 		return "", err
 	}
 	return st.create + ";\n", nil
-}
-
-// likePrefix returns a LIKE pattern matching every string that starts with
-// prefix, with '!' as the escape character.
-func likePrefix(prefix string) string {
-	r := strings.NewReplacer("!", "!!", "%", "!%", "_", "!_")
-	return r.Replace(prefix) + "%"
 }

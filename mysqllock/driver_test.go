@@ -4,12 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/golocker/locker"
 	"github.com/golocker/locker/backend"
+	"github.com/golocker/locker/internal/drivertest"
 	"github.com/golocker/locker/mysqllock"
 )
 
@@ -27,7 +26,7 @@ func TestConcurrentFirstAcquire(t *testing.T) {
 				sqlDB.SetMaxOpenConns(k)
 				sqlDB.SetMaxIdleConns(k)
 			}
-			ctx := testCtx(t, time.Minute)
+			ctx := drivertest.Context(t, time.Minute)
 			drivers := make([]*mysqllock.Driver, k)
 			for i := range drivers {
 				d, err := mysqllock.New(gdb)
@@ -37,37 +36,12 @@ func TestConcurrentFirstAcquire(t *testing.T) {
 				t.Cleanup(func() { _ = d.Close() })
 				drivers[i] = d
 			}
-			for round := range 5 {
-				name := fmt.Sprintf("first/%d", round)
-				start := make(chan struct{})
-				errs := make([]error, k)
-				var wg sync.WaitGroup
-				for i, d := range drivers {
-					wg.Go(func() {
-						<-start
-						l, err := d.Acquire(ctx, backend.Request{Name: name, Owner: fmt.Sprintf("o%d", i), TTL: time.Minute})
-						if err == nil && l.Token() != 1 {
-							err = fmt.Errorf("token %d on a new row, want 1", l.Token())
-						}
-						errs[i] = err
-					})
+			drivertest.FirstAcquireRaces(t, ctx, drivers, func(l backend.Lease) error {
+				if l.Token() != 1 {
+					return fmt.Errorf("token %d on a new row, want 1", l.Token())
 				}
-				close(start)
-				wg.Wait()
-				wins := 0
-				for i, err := range errs {
-					switch {
-					case err == nil:
-						wins++
-					case errors.Is(err, backend.ErrHeld):
-					default:
-						t.Errorf("round %d, owner %d: %v", round, i, err)
-					}
-				}
-				if wins != 1 {
-					t.Errorf("round %d: %d winners, want 1", round, wins)
-				}
-			}
+				return nil
+			})
 			if dup := rec.errorsContaining("duplicate"); len(dup) > 0 {
 				t.Errorf("the application's GORM logger saw %d duplicate key errors, e.g. %v", len(dup), dup[0])
 			}
@@ -85,7 +59,7 @@ func TestUnusualNames(t *testing.T) {
 			t.Parallel()
 			db := newDatabase(t, dialect)
 			d := open(t, db.URL)
-			ctx := testCtx(t, time.Minute)
+			ctx := drivertest.Context(t, time.Minute)
 			names := []string{
 				`x'); DROP TABLE golocker_locks; --`,
 				`x"); DROP TABLE golocker_locks; --`,
@@ -154,7 +128,7 @@ func TestNarrowColumnIsInvalidName(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer d.Close()
-			ctx := testCtx(t, time.Minute)
+			ctx := drivertest.Context(t, time.Minute)
 			if _, err := d.Acquire(ctx, backend.Request{Name: strings.Repeat("n", 17), Owner: "o", TTL: time.Minute}); !errors.Is(err, backend.ErrInvalidName) {
 				t.Errorf("Acquire of a name longer than the column = %v, want ErrInvalidName", err)
 			}
@@ -170,7 +144,7 @@ func TestNarrowColumnIsInvalidName(t *testing.T) {
 func TestMissingTableWithoutCreate(t *testing.T) {
 	db := newDatabase(t, mysqllock.DialectSQLite)
 	d := open(t, db.URL+"?create_table=false")
-	_, err := d.Acquire(testCtx(t, time.Minute), backend.Request{Name: "n", Owner: "o", TTL: time.Minute})
+	_, err := d.Acquire(drivertest.Context(t, time.Minute), backend.Request{Name: "n", Owner: "o", TTL: time.Minute})
 	if err == nil || !strings.Contains(err.Error(), "does not exist") {
 		t.Errorf("Acquire without the table = %v, want an error saying it does not exist", err)
 	}
@@ -205,84 +179,80 @@ func TestLockerOpen(t *testing.T) {
 		t.Run(dialect, func(t *testing.T) {
 			t.Parallel()
 			db := newDatabase(t, dialect)
-			ctx := testCtx(t, time.Minute)
+			ctx := drivertest.Context(t, time.Minute)
 			url := db.URL
 			if dialect == mysqllock.DialectPostgres {
 				url = "postgresql" + strings.TrimPrefix(url, "postgres")
 			}
-			c, err := locker.Open(ctx, url)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			m := c.NewMutex("open")
-			if err := m.Lock(ctx); err != nil {
-				t.Fatal(err)
-			}
-			if err := m.Unlock(ctx); err != nil {
-				t.Fatal(err)
-			}
+			drivertest.LockOnce(t, ctx, url)
 		})
 	}
 }
 
-// TestLocalWaitersAreServedInOrder queues waiters on one Driver one after
-// the other and checks that they get the lock in that order, and that the
-// queue is gone afterwards. Only the head of a Driver's queue polls; when
-// each waiter polled with its own backoff, a waiter that had backed off
-// lost to newer ones.
-func TestLocalWaitersAreServedInOrder(t *testing.T) {
-	for _, dialect := range []string{mysqllock.DialectMySQL, mysqllock.DialectPostgres, mysqllock.DialectSQLite} {
+// TestWaitersAreServedInArrivalOrder: waiters of separate Clients (as
+// separate processes) get the lock in the order they began to wait, and
+// the owner that releases it and locks again at once comes after them:
+// it does not take the lock back before the waiters that back off.
+func TestWaitersAreServedInArrivalOrder(t *testing.T) {
+	for _, dialect := range dialects {
 		t.Run(dialect, func(t *testing.T) {
 			t.Parallel()
-			ctx := testCtx(t, time.Minute)
-			d := open(t, newDatabase(t, dialect).URL)
-			const name, waiters = "in-order", 6
-			h, err := d.Acquire(ctx, backend.Request{Name: name, Owner: "holder", TTL: time.Minute, Wait: true})
+			const name, waiters = "in-order", 5
+			db := newDatabase(t, dialect)
+			admin, _ := openGORM(t, db, "")
+			ctx := drivertest.Context(t, time.Minute)
+			tickets := func() int64 {
+				var n int64
+				if err := admin.Raw("SELECT tickets FROM golocker_locks WHERE name = ?", name).Scan(&n).Error; err != nil {
+					t.Fatal(err)
+				}
+				return n
+			}
+			drivertest.ServedInArrivalOrder(t, ctx, db.URL, name, waiters, tickets)
+		})
+	}
+}
+
+// TestRenewBatch renews several leases in one call, one of which was
+// forced off: that one is lost, the others are renewed, on every
+// database.
+func TestRenewBatch(t *testing.T) {
+	for _, dialect := range dialects {
+		t.Run(dialect, func(t *testing.T) {
+			t.Parallel()
+			db := newDatabase(t, dialect)
+			d := open(t, db.URL)
+			ctx := drivertest.Context(t, time.Minute)
+			var items []backend.RenewItem
+			for i := range 5 {
+				l, err := d.Acquire(ctx, backend.Request{Name: fmt.Sprint("batch/", i), Owner: fmt.Sprint("o", i), TTL: 2 * time.Second})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer l.Release(ctx)
+				// Two lengths: one statement each.
+				items = append(items, backend.RenewItem{Lease: l, TTL: time.Duration(30+i%2) * time.Second})
+			}
+			if err := d.ForceRelease(ctx, "batch/2"); err != nil {
+				t.Fatal(err)
+			}
+			d.RenewBatch(ctx, items)
+			for i, it := range items {
+				if want := i == 2; errors.Is(it.Err, backend.ErrLost) != want || (!want && it.Err != nil) {
+					t.Errorf("item %d: Err = %v", i, it.Err)
+				}
+			}
+			holds, err := d.Holds(ctx, "batch/")
 			if err != nil {
 				t.Fatal(err)
 			}
-			order := make(chan int, waiters)
-			var wg sync.WaitGroup
-			defer wg.Wait() // the last Release, before the Driver closes
-			for i := range waiters {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					l, err := d.Acquire(ctx, backend.Request{Name: name, Owner: fmt.Sprint("w", i), TTL: time.Minute, Wait: true})
-					if err != nil {
-						t.Error(err)
-						order <- -1
-						return
-					}
-					order <- i
-					if err := l.Release(ctx); err != nil {
-						t.Error(err)
-					}
-				}()
-				deadline := time.Now().Add(10 * time.Second)
-				for mysqllock.LocalWaiters(d, name) != i+1 {
-					if time.Now().After(deadline) {
-						t.Fatalf("waiter %d did not queue", i)
-					}
-					time.Sleep(time.Millisecond)
+			if len(holds) != 4 {
+				t.Fatalf("Holds = %v, want 4", holds)
+			}
+			for _, h := range holds {
+				if left := time.Until(h.Expires); left < 20*time.Second {
+					t.Errorf("%s: %v left after a renewal to 30s", h.Name, left)
 				}
-			}
-			if err := h.Release(ctx); err != nil {
-				t.Fatal(err)
-			}
-			for want := range waiters {
-				select {
-				case got := <-order:
-					if got != want {
-						t.Fatalf("grant %d went to waiter %d, want %d", want, got, want)
-					}
-				case <-ctx.Done():
-					t.Fatal("waiters did not all get the lock")
-				}
-			}
-			if n := mysqllock.LocalWaiters(d, name); n != 0 {
-				t.Errorf("%d local waiters left", n)
 			}
 		})
 	}

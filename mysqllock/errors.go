@@ -19,6 +19,7 @@ const (
 	mysqlLockWait      = 1205 // ER_LOCK_WAIT_TIMEOUT
 	mysqlDeadlock      = 1213 // ER_LOCK_DEADLOCK
 	mysqlNoSuchTable   = 1146 // ER_NO_SUCH_TABLE
+	mysqlBadField      = 1054 // ER_BAD_FIELD_ERROR
 	mysqlQueryKilled   = 1317 // ER_QUERY_INTERRUPTED
 	mysqlConnKilled    = 1927 // ER_CONNECTION_KILLED (MariaDB)
 	mysqlServerGone    = 2006 // CR_SERVER_GONE_ERROR
@@ -76,6 +77,24 @@ func isMissingTable(err error) bool {
 	var se *gosqlite.Error
 	if errors.As(err, &se) {
 		return strings.Contains(se.Error(), "no such table")
+	}
+	return false
+}
+
+// isMissingColumn reports whether err says a column does not exist: a
+// table created for an older version of the driver.
+func isMissingColumn(err error) bool {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		return me.Number == mysqlBadField
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code == "42703" // undefined_column
+	}
+	var se *gosqlite.Error
+	if errors.As(err, &se) {
+		return strings.Contains(se.Error(), "no such column") || strings.Contains(se.Error(), "has no column")
 	}
 	return false
 }

@@ -4,6 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,6 +16,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/golocker/locker"
+	"github.com/golocker/locker/internal/drivertest"
 	"github.com/golocker/locker/mysqllock"
 )
 
@@ -56,7 +62,7 @@ func TestKilledConnections(t *testing.T) {
 			if sqlDB, err := admin.DB(); err == nil {
 				sqlDB.SetMaxOpenConns(1)
 			}
-			ctx := testCtx(t, 2*time.Minute)
+			ctx := drivertest.Context(t, 2*time.Minute)
 			const ttl = time.Second
 			holder, err := locker.New(open(t, db.URL), locker.WithTTL(ttl))
 			if err != nil {
@@ -133,7 +139,7 @@ func TestClockIndependence(t *testing.T) {
 		t.Run(dialect, func(t *testing.T) {
 			t.Parallel()
 			db := newDatabase(t, dialect)
-			ctx := testCtx(t, time.Minute)
+			ctx := drivertest.Context(t, time.Minute)
 			// One session per client, each in its own time zone, 25
 			// hours apart (SQLite has no session time zone).
 			east, _ := openGORM(t, db, "")
@@ -218,3 +224,72 @@ func TestClockIndependence(t *testing.T) {
 		})
 	}
 }
+
+// TestDriverLogsGoToTheClientsLogger kills the pooled connections of a
+// MySQL driver: go-sql-driver/mysql reports the dead ones it finds
+// ("closing bad idle connection"), and those messages reach the Client's
+// logger, not stderr.
+func TestDriverLogsGoToTheClientsLogger(t *testing.T) {
+	db := newDatabase(t, mysqllock.DialectMySQL)
+	admin, _ := openGORM(t, db, "")
+	ctx := drivertest.Context(t, time.Minute)
+	var logged strings.Builder
+	var mu sync.Mutex
+	h := slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return logged.Write(p)
+	}), nil)
+	// Nothing may reach stderr meanwhile.
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := os.Stderr
+	os.Stderr = w
+	var leaked []byte
+	done := make(chan struct{})
+	go func() { leaked, _ = io.ReadAll(r); close(done) }()
+	c, err := locker.Open(ctx, db.URL, locker.WithLogger(slog.New(h)))
+	if err != nil {
+		os.Stderr = stderr
+		t.Fatal(err)
+	}
+	// Several idle connections, then every one of them killed.
+	var wg sync.WaitGroup
+	for i := range 4 {
+		m := c.NewMutex(fmt.Sprint("logs/", i))
+		wg.Go(func() {
+			if err := m.Lock(ctx); err == nil {
+				_ = m.Unlock(ctx)
+			}
+		})
+	}
+	wg.Wait()
+	killConnections(t, admin, mysqllock.DialectMySQL, db.Name)
+	time.Sleep(100 * time.Millisecond) // let the kills land
+	for i := range 4 {
+		m := c.NewMutex(fmt.Sprint("logs/", i))
+		if err := m.Lock(ctx); err != nil {
+			t.Errorf("Lock after the kills: %v", err)
+			continue
+		}
+		_ = m.Unlock(ctx)
+	}
+	_ = c.Close()
+	os.Stderr = stderr
+	w.Close()
+	<-done
+	if len(leaked) > 0 {
+		t.Errorf("written to stderr: %q", leaked)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !strings.Contains(logged.String(), "mysql driver") {
+		t.Errorf("the Client's logger got no message from the MySQL driver; it got %q", logged.String())
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

@@ -14,13 +14,13 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
-	"github.com/golocker/locker/internal/testserver"
+	"github.com/golocker/locker/internal/testserver/sqlserver"
 	"github.com/golocker/locker/mysqllock"
 )
 
 // openGORM opens db with GORM as an application would, with a logger
 // that records every statement and error.
-func openGORM(t *testing.T, db *testserver.SQLDatabase, dsn string) (*gorm.DB, *recorder) {
+func openGORM(t *testing.T, db *sqlserver.SQLDatabase, dsn string) (*gorm.DB, *recorder) {
 	t.Helper()
 	if dsn == "" {
 		dsn = db.DSN

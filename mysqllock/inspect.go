@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -18,20 +19,16 @@ func (d *Driver) Holds(ctx context.Context, prefix string) ([]backend.Hold, erro
 	if err := d.ready(ctx); err != nil {
 		return nil, err
 	}
-	args := []any{likePrefix(prefix)}
+	// LIKE's wildcards are escaped with '!' (SQLite compares a substring).
+	a := args{"prefix": strings.NewReplacer("!", "!!", "%", "!%", "_", "!_").Replace(prefix) + "%"}
 	if d.dialect == DialectSQLite {
-		args = []any{int64(utf8.RuneCountInString(prefix)), prefix}
+		a = args{"prefix_len": int64(utf8.RuneCountInString(prefix)), "prefix": prefix}
 	}
 	var holds []backend.Hold
 	err := d.retryIdempotent(ctx, func() error {
 		holds = holds[:0]
 		now := time.Now()
-		rows, err := d.db.WithContext(ctx).Raw(d.st.holds, args...).Rows()
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
+		return d.query(ctx, d.st.holds, a, func(rows *sql.Rows) error {
 			var h backend.Hold
 			var fence, us sql.NullInt64
 			if err := rows.Scan(&h.Name, &h.Owner, &fence, &us); err != nil {
@@ -40,8 +37,8 @@ func (d *Driver) Holds(ctx context.Context, prefix string) ([]backend.Hold, erro
 			h.Token = uint64(fence.Int64)
 			h.Expires = now.Add(time.Duration(us.Int64) * time.Microsecond)
 			holds = append(holds, h)
-		}
-		return rows.Err()
+			return nil
+		})
 	})
 	if err != nil {
 		return nil, d.explain(err)
@@ -51,22 +48,18 @@ func (d *Driver) Holds(ctx context.Context, prefix string) ([]backend.Hold, erro
 
 // ForceRelease implements backend.Inspector: it frees name whoever holds
 // it (the fence stays), and returns ErrNotHeld if nobody does. On
-// PostgreSQL it notifies the waiters.
+// PostgreSQL it wakes the waiter whose turn it is.
 func (d *Driver) ForceRelease(ctx context.Context, name string) error {
-	if err := checkRequest(backend.Request{Name: name, Owner: "-", TTL: 1}); err != nil {
+	if err := checkName(name); err != nil {
 		return err
 	}
 	if err := d.ready(ctx); err != nil {
 		return err
 	}
-	args := []any{name}
-	if d.dialect == DialectPostgres {
-		args = append(args, d.channel)
-	}
 	var n int64
 	err := d.retry(ctx, func() error {
 		var err error
-		_, n, err = d.exec(ctx, d.db, d.st.forceRelease, args...)
+		_, n, err = d.exec(ctx, d.db, d.st.forceRelease, args{"name": name, "channel": d.channel})
 		return err
 	})
 	if err != nil {

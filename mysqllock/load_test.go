@@ -1,8 +1,6 @@
 package mysqllock_test
 
 import (
-	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -10,6 +8,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/golocker/locker"
+	"github.com/golocker/locker/internal/drivertest"
 	"github.com/golocker/locker/mysqllock"
 )
 
@@ -31,8 +30,7 @@ func TestQueriesUnderContention(t *testing.T) {
 			count := func(*gorm.DB) { stmts.Add(1) }
 			_ = gdb.Callback().Raw().Before("gorm:raw").Register("test:count", count)
 			_ = gdb.Callback().Row().Before("gorm:row").Register("test:count", count)
-			ctx := testCtx(t, time.Minute)
-			const waiters = 8
+			ctx := drivertest.Context(t, time.Minute)
 			newClient := func() *locker.Client {
 				d, err := mysqllock.New(gdb)
 				if err != nil {
@@ -42,62 +40,10 @@ func TestQueriesUnderContention(t *testing.T) {
 				t.Cleanup(func() { _ = c.Close() })
 				return c
 			}
-			holder := newClient().NewMutex("load/wait")
-			if err := holder.Lock(ctx); err != nil {
-				t.Fatal(err)
-			}
-			var wg sync.WaitGroup
-			got := make(chan time.Time, waiters)
-			for range waiters {
-				c := newClient()
-				wg.Go(func() {
-					m := c.NewMutex("load/wait")
-					if err := m.Lock(ctx); err != nil {
-						t.Error(err)
-						return
-					}
-					got <- time.Now()
-					_ = m.Unlock(ctx)
-				})
-			}
-			time.Sleep(300 * time.Millisecond) // let the waiters reach their backoff cap
-			before, start := stmts.Load(), time.Now()
-			time.Sleep(2 * time.Second)
-			waitRate := float64(stmts.Load()-before) / time.Since(start).Seconds()
-			released := time.Now()
-			_ = holder.Unlock(ctx)
-			first := <-got
-			wg.Wait()
-			drained := time.Since(released)
-
-			before, start = stmts.Load(), time.Now()
-			var acquisitions atomic.Int64
-			stop := time.Now().Add(2 * time.Second)
-			for range waiters {
-				c := newClient()
-				wg.Go(func() {
-					m := c.NewMutex("load/contended")
-					for time.Now().Before(stop) {
-						if err := m.Lock(ctx); err != nil {
-							t.Error(err)
-							return
-						}
-						acquisitions.Add(1)
-						_ = m.Unlock(ctx)
-					}
-				})
-			}
-			wg.Wait()
-			el := time.Since(start).Seconds()
-			n := stmts.Load() - before
-			acq := acquisitions.Load()
-			summary := fmt.Sprintf("%s: waiting: %.0f statements/s for %d waiters (%.1f per waiter per second); first waiter in %v, all %d in %v; "+
-				"contention: %.0f acquisitions/s, %.0f statements/s, %.1f statements per acquisition",
-				dialect, waitRate, waiters, waitRate/waiters, first.Sub(released).Round(time.Millisecond), waiters, drained.Round(time.Millisecond),
-				float64(acq)/el, float64(n)/el, float64(n)/float64(max(acq, 1)))
-			t.Log(summary)
-			if waitRate/waiters > 50 {
-				t.Errorf("waiting costs %.0f statements per waiter per second; backoff should keep it near 4", waitRate/waiters)
+			l := drivertest.MeasureLoad(t, ctx, 8, newClient, stmts.Load)
+			t.Logf("%s: %s", dialect, l.Summary("statements"))
+			if l.PerWaiter() > 50 {
+				t.Errorf("waiting costs %.0f statements per waiter per second; backoff should keep it near 4", l.PerWaiter())
 			}
 		})
 	}

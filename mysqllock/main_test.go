@@ -3,14 +3,12 @@ package mysqllock_test
 import (
 	"context"
 	"flag"
-	"fmt"
 	"os"
 	"testing"
-	"time"
 
-	"go.uber.org/goleak"
-
+	"github.com/golocker/locker/internal/drivertest"
 	"github.com/golocker/locker/internal/testserver"
+	"github.com/golocker/locker/internal/testserver/sqlserver"
 	"github.com/golocker/locker/mysqllock"
 )
 
@@ -19,9 +17,9 @@ import (
 var servers testserver.Shared
 
 var (
-	mysqlServer    = testserver.NewLazy(&servers, testserver.StartMySQL)
-	postgresServer = testserver.NewLazy(&servers, testserver.StartPostgres)
-	sqliteServer   = testserver.NewLazy(&servers, testserver.StartSQLite)
+	mysqlServer    = testserver.NewLazy(&servers, sqlserver.StartMySQL)
+	postgresServer = testserver.NewLazy(&servers, sqlserver.StartPostgres)
+	sqliteServer   = testserver.NewLazy(&servers, sqlserver.StartSQLite)
 )
 
 func TestMain(m *testing.M) {
@@ -29,14 +27,7 @@ func TestMain(m *testing.M) {
 	if role := os.Getenv(childEnv); role != "" {
 		os.Exit(runChild(role))
 	}
-	code := servers.Main(m)
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(drivertest.Main(m, &servers))
 }
 
 // dialects are the databases every driver test runs on, by the name their
@@ -46,9 +37,9 @@ var dialects = []string{mysqllock.DialectMySQL, mysqllock.DialectPostgres, mysql
 // newDatabase returns a database of its own for t on the dialect's shared
 // server, skipping t (or failing it under LOCKER_REQUIRE_SERVERS=1) if
 // there is no such server.
-func newDatabase(t *testing.T, dialect string) *testserver.SQLDatabase {
+func newDatabase(t *testing.T, dialect string) *sqlserver.SQLDatabase {
 	t.Helper()
-	var srv *testserver.SQLServer
+	var srv *sqlserver.SQLServer
 	switch dialect {
 	case mysqllock.DialectMySQL:
 		srv = mysqlServer.Get(t)
@@ -60,22 +51,8 @@ func newDatabase(t *testing.T, dialect string) *testserver.SQLDatabase {
 	return srv.NewDatabase(t)
 }
 
-// testCtx returns a context that ends with a generous bound on the test.
-func testCtx(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // open opens url, closed when the test ends.
 func open(t *testing.T, url string, opts ...mysqllock.Option) *mysqllock.Driver {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	d, err := mysqllock.Open(ctx, url, opts...)
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	t.Cleanup(func() { _ = d.Close() })
-	return d
+	return drivertest.Open(t, "the test database", func(ctx context.Context) (*mysqllock.Driver, error) { return mysqllock.Open(ctx, url, opts...) })
 }

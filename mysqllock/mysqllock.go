@@ -5,10 +5,11 @@ import (
 	"crypto/sha256"
 	"database/sql"
 	"encoding/hex"
-	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -17,6 +18,8 @@ import (
 	"gorm.io/gorm/logger"
 
 	"github.com/golocker/locker/backend"
+	"github.com/golocker/locker/internal/driverkit"
+	"github.com/golocker/locker/internal/ticket"
 )
 
 // MaxNameLen is the longest lock name the driver stores, in bytes: the size
@@ -41,11 +44,12 @@ const (
 )
 
 // Driver is a lock table in a SQL database, reached through GORM. It
-// implements backend.Driver and backend.Inspector and is safe for
-// concurrent use.
+// implements backend.Driver, backend.Inspector, backend.BatchRenewer,
+// backend.Watcher (a wake-up on PostgreSQL, a nil channel elsewhere) and
+// backend.LogSetter, and is safe for concurrent use.
 type Driver struct {
 	db        *gorm.DB // a new session on the user's or our own *gorm.DB
-	quietDB   *gorm.DB // db whose logger does not report expected duplicate keys
+	quietDB   *gorm.DB // db whose logger does not report expected errors
 	sqlDB     *sql.DB  // closed by Close when owned
 	owned     bool
 	dialect   string
@@ -55,17 +59,21 @@ type Driver struct {
 	create    bool
 	notifier  *notifier // nil unless Capabilities().Notify
 	caps      backend.Capabilities
-	tableSem  chan struct{} // guards tableOK while the table is created
-	tableOK   bool
+	log       *logSink     // the SetLogger logger, also the MySQL connector's
+	turns     ticket.Queue // the places of this Driver's waiters (fair.go)
+	tableSem  chan struct{}
+	tableOK   bool // guarded by tableSem
 	closed    chan struct{}
 	closeOnce sync.Once
 	bg        sync.WaitGroup // background cleanups
-	waiting   queues         // local waiters, by name: only the head polls
 }
 
 var (
-	_ backend.Driver    = (*Driver)(nil)
-	_ backend.Inspector = (*Driver)(nil)
+	_ backend.Driver       = (*Driver)(nil)
+	_ backend.Inspector    = (*Driver)(nil)
+	_ backend.BatchRenewer = (*Driver)(nil)
+	_ backend.Watcher      = (*Driver)(nil)
+	_ backend.LogSetter    = (*Driver)(nil)
 )
 
 // New returns a Driver on db, a *gorm.DB the caller already has: MySQL or
@@ -74,25 +82,28 @@ var (
 // db must not be inside a transaction: each lock operation is a statement
 // of its own that must commit at once.
 func New(db *gorm.DB, opts ...Option) (*Driver, error) {
-	return newDriver(db, false, opts)
+	return newDriver(db, false, nil, opts)
 }
 
-func newDriver(db *gorm.DB, owned bool, opts []Option) (*Driver, error) {
+func newDriver(db *gorm.DB, owned bool, log *logSink, opts []Option) (*Driver, error) {
 	if db == nil || db.Dialector == nil {
-		return nil, fmt.Errorf("%w: nil *gorm.DB", errOption)
+		return nil, driverkit.BadOption("mysqllock", "nil *gorm.DB")
 	}
 	o := defaultOptions()
-	if err := o.apply(opts); err != nil {
+	if err := driverkit.Apply(&o, opts); err != nil {
 		return nil, err
+	}
+	if o.dialer != nil && !owned {
+		return nil, driverkit.BadOption("mysqllock", "WithDialer applies to Open: New's *gorm.DB is connected already")
 	}
 	dialect := db.Dialector.Name()
 	switch dialect {
 	case DialectMySQL, DialectPostgres, DialectSQLite:
 	default:
-		return nil, fmt.Errorf("%w: unsupported GORM dialect %q (want mysql, postgres or sqlite)", errOption, dialect)
+		return nil, driverkit.BadOption("mysqllock", "unsupported GORM dialect %q (want mysql, postgres or sqlite)", dialect)
 	}
 	if _, inTx := db.Statement.ConnPool.(interface{ Commit() error }); inTx {
-		return nil, fmt.Errorf("%w: the *gorm.DB is inside a transaction; pass the database itself", errOption)
+		return nil, driverkit.BadOption("mysqllock", "the *gorm.DB is inside a transaction; pass the database itself")
 	}
 	quoted, err := quoteTable(dialect, o.table)
 	if err != nil {
@@ -101,6 +112,9 @@ func newDriver(db *gorm.DB, owned bool, opts []Option) (*Driver, error) {
 	st, err := loadStatements(dialect, quoted)
 	if err != nil {
 		return nil, err
+	}
+	if log == nil {
+		log = newLogSink()
 	}
 	sqlDB, _ := db.DB() // nil for exotic ConnPools; only notify and Close use it
 	d := &Driver{
@@ -112,12 +126,14 @@ func newDriver(db *gorm.DB, owned bool, opts []Option) (*Driver, error) {
 		channel:  notifyChannel(o.table),
 		st:       st,
 		create:   o.createTable,
+		log:      log,
+		turns:    ticket.Queue{Window: claimWindow},
 		tableSem: make(chan struct{}, 1),
 		closed:   make(chan struct{}),
 	}
 	d.quietDB = d.db.Session(&gorm.Session{Logger: quietExpected{d.db.Logger}})
 	if o.notifySet && o.notify && dialect != DialectPostgres {
-		return nil, fmt.Errorf("%w: notify applies to PostgreSQL only, not %s", errOption, dialect)
+		return nil, driverkit.BadOption("mysqllock", "notify applies to PostgreSQL only, not %s", dialect)
 	}
 	if dialect == DialectPostgres && o.notify {
 		pgx := sqlDB != nil
@@ -126,23 +142,22 @@ func newDriver(db *gorm.DB, owned bool, opts []Option) (*Driver, error) {
 		}
 		switch {
 		case pgx:
-			d.notifier = newNotifier(sqlDB, d.channel)
+			d.notifier = newNotifier(d, sqlDB)
 		case o.notifySet:
-			return nil, fmt.Errorf("%w: notify needs the pgx driver (gorm.io/driver/postgres)", errOption)
+			return nil, driverkit.BadOption("mysqllock", "notify needs the pgx driver (gorm.io/driver/postgres)")
 		}
 	}
 	d.caps = backend.Capabilities{
 		Fencing:      true,
 		Notify:       d.notifier != nil,
 		Expiry:       true,
-		Inspect:      true,
 		CrossProcess: true,
 	}
 	return d, nil
 }
 
-// Capabilities implements backend.Driver: Fencing, Expiry, Inspect,
-// CrossProcess, and Notify on PostgreSQL with LISTEN/NOTIFY.
+// Capabilities implements backend.Driver: Fencing, Expiry, CrossProcess,
+// and Notify on PostgreSQL with LISTEN/NOTIFY.
 func (d *Driver) Capabilities() backend.Capabilities { return d.caps }
 
 // Dialect returns the database's dialect: DialectMySQL, DialectPostgres or
@@ -152,10 +167,15 @@ func (d *Driver) Dialect() string { return d.dialect }
 // Table returns the lock table's name, as configured.
 func (d *Driver) Table() string { return d.table }
 
-// Close ends the Driver's waits in flight with backend.ErrClosed, stops its
-// LISTEN connection, and closes the connection pool if the Driver opened
-// it (Open); a *gorm.DB given to New stays open. Holds stay in the table
-// until released or expired.
+// SetLogger implements backend.LogSetter: the database client's messages
+// (go-sql-driver/mysql's, for a Driver from Open) go to l. A Driver from
+// New leaves the *gorm.DB's logger as it is.
+func (d *Driver) SetLogger(l *slog.Logger) { d.log.set(l) }
+
+// Close stops the Driver's LISTEN connection and its background clean-ups,
+// and closes the connection pool if the Driver opened it (Open); a
+// *gorm.DB given to New stays open. Holds stay in the table until released
+// or expired.
 func (d *Driver) Close() error {
 	var err error
 	d.closeOnce.Do(func() {
@@ -171,20 +191,13 @@ func (d *Driver) Close() error {
 	return err
 }
 
-func (d *Driver) isClosed() bool {
-	select {
-	case <-d.closed:
-		return true
-	default:
-		return false
-	}
-}
-
 // ready checks that the Driver is open and, on first use, creates the
 // table.
 func (d *Driver) ready(ctx context.Context) error {
-	if d.isClosed() {
+	select {
+	case <-d.closed:
 		return backend.ErrClosed
+	default:
 	}
 	if !d.create {
 		return nil
@@ -225,16 +238,28 @@ func (d *Driver) ready(ctx context.Context) error {
 	return nil
 }
 
-// checkRequest validates what the database would otherwise refuse with an
+func (d *Driver) quotedTable() string {
+	q, _ := quoteTable(d.dialect, d.table) // validated in newDriver
+	return q
+}
+
+// checkName validates what the database would otherwise refuse with an
 // error of its own.
-func checkRequest(r backend.Request) error {
-	if r.Name == "" || len(r.Name) > MaxNameLen || !utf8.ValidString(r.Name) {
-		return fmt.Errorf("%w: %d bytes (the table holds at most %d bytes of UTF-8)", backend.ErrInvalidName, len(r.Name), MaxNameLen)
+func checkName(name string) error {
+	if name == "" || len(name) > MaxNameLen || !utf8.ValidString(name) {
+		return fmt.Errorf("%w: %d bytes (the table holds at most %d bytes of UTF-8)", backend.ErrInvalidName, len(name), MaxNameLen)
 	}
-	for i := 0; i < len(r.Name); i++ {
-		if r.Name[i] == 0 {
+	for i := 0; i < len(name); i++ {
+		if name[i] == 0 {
 			return fmt.Errorf("%w: contains a NUL byte", backend.ErrInvalidName)
 		}
+	}
+	return nil
+}
+
+func checkRequest(r backend.Request) error {
+	if err := checkName(r.Name); err != nil {
+		return err
 	}
 	if r.Owner == "" || len(r.Owner) > maxOwnerLen {
 		return fmt.Errorf("mysqllock: owner of %d bytes: want 1 to %d", len(r.Owner), maxOwnerLen)
@@ -252,39 +277,35 @@ func leaseMicros(ttl time.Duration) int64 {
 	return int64(max(ms, 1)) * 1000
 }
 
+// args are a statement's named parameters.
+type args = map[string]any
+
 // exec runs a statement that changes rows and returns its result.
-func (d *Driver) exec(ctx context.Context, db *gorm.DB, q string, args ...any) (sql.Result, int64, error) {
+func (d *Driver) exec(ctx context.Context, db *gorm.DB, q string, a args) (sql.Result, int64, error) {
 	res := gorm.WithResult()
-	tx := db.WithContext(ctx).Clauses(res).Exec(q, args...)
+	tx := db.WithContext(ctx).Clauses(res).Exec(q, a)
 	if tx.Error != nil {
 		return nil, 0, tx.Error
 	}
 	return res.Result, tx.RowsAffected, nil
 }
 
-// queryInt returns the first column of the only row of q, and whether there
-// was a row.
-func (d *Driver) queryInt(ctx context.Context, q string, args ...any) (int64, bool, error) {
-	rows, err := d.db.WithContext(ctx).Raw(q, args...).Rows()
+// query runs q and calls scan for each row.
+func (d *Driver) query(ctx context.Context, q string, a args, scan func(*sql.Rows) error) error {
+	rows, err := d.db.WithContext(ctx).Raw(q, a).Rows()
 	if err != nil {
-		return 0, false, err
+		return err
 	}
 	defer rows.Close()
-	var v sql.NullInt64
-	found := false
 	for rows.Next() {
-		if err := rows.Scan(&v); err != nil {
-			return 0, false, err
+		if err := scan(rows); err != nil {
+			return err
 		}
-		found = true
 	}
 	if err := rows.Err(); err != nil {
-		return 0, false, err
+		return err
 	}
-	if err := rows.Close(); err != nil {
-		return 0, false, err
-	}
-	return v.Int64, found && v.Valid, nil
+	return rows.Close()
 }
 
 // retry runs f again, a bounded number of times, while it fails with an
@@ -350,12 +371,35 @@ func (q quietExpected) Trace(ctx context.Context, begin time.Time, fc func() (st
 	q.Interface.Trace(ctx, begin, fc, err)
 }
 
-// explain adds a hint to an error caused by a missing table.
+// explain adds a hint to an error caused by a missing table or column.
 func (d *Driver) explain(err error) error {
-	if isMissingTable(err) && !d.create {
+	switch {
+	case isMissingTable(err) && !d.create:
 		return fmt.Errorf("mysqllock: table %s does not exist: create it (see DDL) or use create_table=true: %w", d.table, err)
+	case isMissingColumn(err):
+		return fmt.Errorf("mysqllock: table %s lacks a column of this version (see DDL): %w", d.table, err)
 	}
 	return err
 }
 
-var errNoResult = errors.New("mysqllock: the statement's result is not available")
+// logSink holds the logger that SetLogger gives, for the Driver and for
+// the MySQL connector's Logger (which exists before SetLogger is called).
+type logSink struct{ p atomic.Pointer[slog.Logger] }
+
+func newLogSink() *logSink {
+	s := &logSink{}
+	s.set(nil)
+	return s
+}
+
+func (s *logSink) set(l *slog.Logger) {
+	if l == nil {
+		l = slog.New(slog.DiscardHandler)
+	}
+	s.p.Store(l)
+}
+
+// Print implements go-sql-driver/mysql's Logger.
+func (s *logSink) Print(v ...any) {
+	s.p.Load().Warn("mysqllock: mysql driver: " + fmt.Sprint(v...))
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,119 +14,106 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 )
 
-// listenReadyWait bounds how long a new waiter waits for the LISTEN
-// connection before it falls back to polling.
-const listenReadyWait = 2 * time.Second
+// Watch implements backend.Watcher. On PostgreSQL with LISTEN/NOTIFY, ch
+// receives a value when a release of name makes it the turn of one of this
+// Driver's waiters (or when the Driver cannot tell: a waiter without a
+// ticket yet, a LISTEN connection re-established after a gap). Elsewhere
+// ch is nil: waiters look when their turn should have come (fair.go).
+func (d *Driver) Watch(name string) (ch <-chan struct{}, stop func()) {
+	if d.notifier == nil {
+		return nil, func() {}
+	}
+	return d.notifier.watch(name)
+}
 
 // notifier is a Driver's LISTEN connection on PostgreSQL: one connection,
-// outside the pool, started by the first waiter and kept until Close,
-// whose notifications (payload: the lock name) wake the waiters of that
-// name in this Driver. While it is not listening — before it connects,
-// or while it reconnects after an error — waiters poll; when it
-// (re)connects every waiter is woken to try again, so that no release
-// during the gap is missed.
+// outside the pool, started by the first watch and kept until Close. Each
+// release notifies "<serving> <name>": the ticket whose turn it now is, and
+// the lock. The notifier wakes the watchers of name only when that ticket
+// is one of its Driver's, so a release wakes one waiter, not every Driver
+// that waits.
 type notifier struct {
-	pool    *sql.DB // where the connection settings come from
-	channel string
+	d    *Driver
+	pool *sql.DB // where the connection settings come from
 
 	ctx    context.Context // cancelled by close
 	cancel context.CancelFunc
 	done   chan struct{} // closed when run returns
 
-	listening atomic.Bool
+	listen atomic.Bool
 
 	mu      sync.Mutex
 	started bool
-	ready   chan struct{} // closed at each (re)connection, then replaced
-	subs    map[string]map[*subscription]struct{}
+	watches map[string]map[chan struct{}]struct{}
 }
 
-func newNotifier(pool *sql.DB, channel string) *notifier {
+func newNotifier(d *Driver, pool *sql.DB) *notifier {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &notifier{
-		pool:    pool,
-		channel: channel,
-		ctx:     ctx,
-		cancel:  cancel,
-		done:    make(chan struct{}),
-		ready:   make(chan struct{}),
-		subs:    make(map[string]map[*subscription]struct{}),
-	}
+	return &notifier{d: d, pool: pool, ctx: ctx, cancel: cancel, done: make(chan struct{}),
+		watches: make(map[string]map[chan struct{}]struct{})}
 }
 
-// subscription is one waiter's interest in releases of a name.
-type subscription struct {
-	n    *notifier
-	name string
-	ch   chan struct{} // 1-buffered: a wake-up is never blocked, never lost
-}
+// listening reports whether releases are being heard; false for nil.
+func (n *notifier) listening() bool { return n != nil && n.listen.Load() }
 
-// subscribe registers a waiter for name. It starts the listener on first
-// use and waits, at most listenReadyWait or until ctx ends, until it
-// listens, so that the attempt that follows is already covered.
-func (n *notifier) subscribe(ctx context.Context, name string) *subscription {
-	s := &subscription{n: n, name: name, ch: make(chan struct{}, 1)}
+func (n *notifier) watch(name string) (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
 	n.mu.Lock()
-	if n.subs[name] == nil {
-		n.subs[name] = make(map[*subscription]struct{})
+	defer n.mu.Unlock()
+	if n.ctx.Err() != nil {
+		return nil, func() {}
 	}
-	n.subs[name][s] = struct{}{}
+	if n.watches[name] == nil {
+		n.watches[name] = make(map[chan struct{}]struct{})
+	}
+	n.watches[name][ch] = struct{}{}
 	if !n.started {
 		n.started = true
 		go n.run()
 	}
-	ready := n.ready
-	n.mu.Unlock()
-	if !n.listening.Load() {
-		t := time.NewTimer(listenReadyWait)
-		defer t.Stop()
-		select {
-		case <-ready:
-		case <-t.C:
-		case <-ctx.Done():
-		case <-n.ctx.Done():
+	return ch, func() {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		delete(n.watches[name], ch)
+		if len(n.watches[name]) == 0 {
+			delete(n.watches, name)
 		}
 	}
-	return s
 }
 
-// active reports whether a release will wake the subscriber; nil is
-// never active.
-func (s *subscription) active() bool { return s != nil && s.n.listening.Load() }
-
-func (s *subscription) cancel() {
-	n := s.n
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	delete(n.subs[s.name], s)
-	if len(n.subs[s.name]) == 0 {
-		delete(n.subs, s.name)
-	}
-}
-
-func wake(s *subscription) {
-	select {
-	case s.ch <- struct{}{}:
-	default:
+// wakeLocked signals the watchers of name (of every name when all is
+// set). n.mu is held.
+func (n *notifier) wakeLocked(name string, all bool) {
+	for w, chs := range n.watches {
+		if !all && w != name {
+			continue
+		}
+		for ch := range chs {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
 	}
 }
 
 // run keeps a LISTEN connection until close, reconnecting with backoff.
 func (n *notifier) run() {
 	defer close(n.done)
-	b := backoff{next: 50 * time.Millisecond}
+	backoff := 50 * time.Millisecond
 	for n.ctx.Err() == nil {
-		if n.listen() {
-			b = backoff{next: 50 * time.Millisecond}
+		if n.listenOnce() {
+			backoff = 50 * time.Millisecond
 		}
-		n.listening.Store(false)
-		pause(n.ctx, min(b.step(), 5*time.Second))
+		n.listen.Store(false)
+		pause(n.ctx, backoff)
+		backoff = min(2*backoff, 5*time.Second)
 	}
 }
 
-// listen connects, listens and dispatches notifications until an error or
-// close. It reports whether it got as far as listening.
-func (n *notifier) listen() bool {
+// listenOnce connects, listens and dispatches notifications until an
+// error or close. It reports whether it got as far as listening.
+func (n *notifier) listenOnce() bool {
 	cfg, err := n.config()
 	if err != nil {
 		return false
@@ -138,35 +127,32 @@ func (n *notifier) listen() bool {
 		defer cancel()
 		_ = conn.Close(ctx)
 	}()
-	if _, err := conn.Exec(n.ctx, "LISTEN "+pgx.Identifier{n.channel}.Sanitize()); err != nil {
+	if _, err := conn.Exec(n.ctx, "LISTEN "+pgx.Identifier{n.d.channel}.Sanitize()); err != nil {
 		return false
 	}
-	n.listening.Store(true)
+	n.listen.Store(true)
 	n.mu.Lock()
-	close(n.ready)
-	n.ready = make(chan struct{})
-	for _, subs := range n.subs {
-		for s := range subs {
-			wake(s) // a release may have happened while nobody listened
-		}
-	}
+	n.wakeLocked("", true) // a release may have happened while nobody listened
 	n.mu.Unlock()
 	for {
 		msg, err := conn.WaitForNotification(n.ctx)
 		if err != nil {
 			return true
 		}
-		n.mu.Lock()
-		for s := range n.subs[msg.Payload] {
-			wake(s)
+		turn, name, ok := strings.Cut(msg.Payload, " ")
+		serving, err := strconv.ParseInt(turn, 10, 64)
+		if !ok || err != nil || !n.d.turns.Wants(name, serving) {
+			continue
 		}
+		n.mu.Lock()
+		n.wakeLocked(name, false)
 		n.mu.Unlock()
 	}
 }
 
 // config returns the settings of the pool's connections, taken from one
 // of them: the listener connects where the pool does, with the same
-// credentials and TLS.
+// credentials, TLS and dial function.
 func (n *notifier) config() (*pgx.ConnConfig, error) {
 	ctx, cancel := context.WithTimeout(n.ctx, 10*time.Second)
 	defer cancel()

@@ -1,11 +1,17 @@
 package mysqllock
 
-import "errors"
+import (
+	"context"
+	"net"
+
+	"github.com/golocker/locker/internal/driverkit"
+)
 
 // DefaultTable is the lock table's name unless WithTable says otherwise.
 const DefaultTable = "golocker_locks"
 
-// Option configures a Driver (New, Open).
+// Option configures a Driver (New, Open). An invalid value is an error
+// that matches locker.ErrInvalidOption.
 type Option func(*options) error
 
 type options struct {
@@ -13,26 +19,12 @@ type options struct {
 	createTable bool
 	notify      bool
 	notifySet   bool
+	dialer      driverkit.DialFunc
 }
 
 func defaultOptions() options {
 	return options{table: DefaultTable, createTable: true, notify: true}
 }
-
-func (o *options) apply(opts []Option) error {
-	for _, f := range opts {
-		if f == nil {
-			continue
-		}
-		if err := f(o); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// errOption is wrapped by every invalid option value.
-var errOption = errors.New("mysqllock: invalid option")
 
 // WithTable sets the lock table (default DefaultTable, "golocker_locks"):
 // a plain identifier ([A-Za-z_][A-Za-z0-9_]*, at most 63 characters),
@@ -62,16 +54,31 @@ func WithCreateTable(create bool) Option {
 	}
 }
 
-// WithNotify says whether, on PostgreSQL, waiters are woken by
-// LISTEN/NOTIFY (default true when the *gorm.DB uses the pgx driver, as
-// gorm.io/driver/postgres does). Turn it off behind a pooler that cannot
-// keep a session's LISTEN, such as PgBouncer in transaction mode: waiters
-// then poll. Asking for it on another database is an error.
-// URL parameter: notify.
+// WithNotify says whether, on PostgreSQL, a release wakes the waiter whose
+// turn it is through LISTEN/NOTIFY (default true when the *gorm.DB uses
+// the pgx driver, as gorm.io/driver/postgres does). Turn it off behind a
+// pooler that cannot keep a session's LISTEN, such as PgBouncer in
+// transaction mode: waiters then poll. Asking for it on another database
+// is an error. URL parameter: notify.
 func WithNotify(notify bool) Option {
 	return func(o *options) error {
 		o.notify = notify
 		o.notifySet = true
+		return nil
+	}
+}
+
+// WithDialer makes Open connect to MySQL or PostgreSQL through dial (a
+// proxy, a tunnel, or conformance.FaultNet in tests) instead of a plain
+// TCP dial; the LISTEN connection of PostgreSQL too. It is an error with
+// SQLite, which has no network, and with New, whose *gorm.DB is already
+// connected.
+func WithDialer(dial func(ctx context.Context, network, address string) (net.Conn, error)) Option {
+	return func(o *options) error {
+		if dial == nil {
+			return driverkit.BadOption("mysqllock", "WithDialer(nil)")
+		}
+		o.dialer = dial
 		return nil
 	}
 }

@@ -2,19 +2,22 @@ package mysqllock
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
-	"net"
 	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/glebarez/sqlite"
 	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
 	gormmysql "gorm.io/driver/mysql"
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
@@ -22,18 +25,20 @@ import (
 
 	"github.com/golocker/locker"
 	"github.com/golocker/locker/backend"
+	"github.com/golocker/locker/internal/driverkit"
 )
 
 // URL schemes of the driver.
 const (
 	SchemeMySQL      = "mysql"
+	SchemeMariaDB    = "mariadb" // the MySQL dialect
 	SchemePostgres   = "postgres"
 	SchemePostgreSQL = "postgresql"
 	SchemeSQLite     = "sqlite"
 )
 
 func init() {
-	for _, s := range []string{SchemeMySQL, SchemePostgres, SchemePostgreSQL, SchemeSQLite} {
+	for _, s := range []string{SchemeMySQL, SchemeMariaDB, SchemePostgres, SchemePostgreSQL, SchemeSQLite} {
 		locker.Register(s, func(ctx context.Context, u *url.URL) (backend.Driver, error) {
 			return openURL(ctx, u, nil)
 		})
@@ -49,45 +54,55 @@ const (
 // Open opens the database that rawURL names (see the package doc for the
 // forms) with its own connection pool, checks that it answers, and returns
 // a Driver whose Close closes the pool. opts apply after the URL's
-// parameters. A password never appears in an error.
+// parameters. It returns when ctx ends. Errors name the address tried and
+// never show the password.
 func Open(ctx context.Context, rawURL string, opts ...Option) (*Driver, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("%w: malformed URL", backend.ErrBadURL)
+		return nil, driverkit.BadURL("mysqllock", "malformed URL")
 	}
-	d, err := openURL(ctx, u, opts)
-	if err != nil {
-		return nil, scrub(err, u)
-	}
-	return d, nil
+	return openURL(ctx, u, opts)
 }
 
 // target is what a URL says: how to reach the database, and the driver's
 // options.
 type target struct {
-	dialect   string
-	dialector gorm.Dialector
-	maxConns  int
-	opts      []Option
+	dialect  string
+	addr     string // what errors name: host:port, hosts, or the SQLite file
+	maxConns int
+	opts     []Option
 
-	sqlitePath  string        // the database file, for SQLite
+	mysql       *mysql.Config
+	postgresDSN string
+	sqlitePath  string
 	busyTimeout time.Duration // SQLite's busy_timeout
 }
 
 func openURL(ctx context.Context, u *url.URL, extra []Option) (*Driver, error) {
+	d, err := openTarget(ctx, u, extra)
+	return d, driverkit.Scrub(err, u)
+}
+
+func openTarget(ctx context.Context, u *url.URL, extra []Option) (*Driver, error) {
 	t, err := parseURL(u)
 	if err != nil {
 		return nil, err
 	}
-	if t.sqlitePath != "" {
-		// A default path such as ~/.local/state/app/locks.db works on
-		// first use.
-		if err := os.MkdirAll(filepath.Dir(t.sqlitePath), 0o755); err != nil {
-			return nil, fmt.Errorf("mysqllock: sqlite: %w", err)
-		}
+	opts := append(t.opts, extra...)
+	o := defaultOptions()
+	if err := driverkit.Apply(&o, opts); err != nil {
+		return nil, err
 	}
 	if t.sqlitePath == "" {
-		return openOnce(ctx, t, extra)
+		return withCtx(ctx, t, func() (*Driver, error) { return openOnce(ctx, t, o, opts) })
+	}
+	if o.dialer != nil {
+		return nil, driverkit.BadOption("mysqllock", "WithDialer: SQLite has no network")
+	}
+	// A default path such as ~/.local/state/app/locks.db works on first
+	// use.
+	if err := os.MkdirAll(filepath.Dir(t.sqlitePath), 0o755); err != nil {
+		return nil, fmt.Errorf("mysqllock: sqlite: %w", err)
 	}
 	// Switching a new SQLite file to WAL takes its exclusive lock, and a
 	// process that meets another one doing it gets SQLITE_BUSY at once
@@ -95,28 +110,77 @@ func openURL(ctx context.Context, u *url.URL, extra []Option) (*Driver, error) {
 	// Processes started together are normal, so opening retries a busy
 	// file for as long as a statement would wait.
 	deadline := time.Now().Add(t.busyTimeout)
-	for pause := 5 * time.Millisecond; ; pause = min(2*pause, 100*time.Millisecond) {
-		d, err := openOnce(ctx, t, extra)
-		if err == nil || !retryable(err) || time.Now().Add(pause).After(deadline) {
+	for wait := 5 * time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
+		d, err := openOnce(ctx, t, o, opts)
+		if err == nil || !retryable(err) || time.Now().Add(wait).After(deadline) {
 			return d, err
 		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("mysqllock: open %s: %w (after: %w)", t.dialect, ctx.Err(), err)
-		case <-time.After(pause):
+		pause(ctx, wait)
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("mysqllock: open %s: %w (after: %w)", t.addr, ctx.Err(), err)
 		}
 	}
 }
 
+// withCtx runs open and returns its result, or ctx's error as soon as ctx
+// ends: a driver that does not honour ctx while it connects cannot hold
+// Open up. A Driver that open returns after that is closed.
+func withCtx(ctx context.Context, t *target, open func() (*Driver, error)) (*Driver, error) {
+	type result struct {
+		d   *Driver
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		d, err := open()
+		done <- result{d, err}
+	}()
+	select {
+	case r := <-done:
+		return r.d, r.err
+	case <-ctx.Done():
+		go func() {
+			if r := <-done; r.d != nil {
+				_ = r.d.Close()
+			}
+		}()
+		return nil, fmt.Errorf("mysqllock: connect to %s at %s: %w", t.dialect, t.addr, ctx.Err())
+	}
+}
+
 // openOnce opens the database of t and a Driver on it.
-func openOnce(ctx context.Context, t *target, extra []Option) (*Driver, error) {
-	gdb, err := gorm.Open(t.dialector, &gorm.Config{
+func openOnce(ctx context.Context, t *target, o options, opts []Option) (*Driver, error) {
+	log := newLogSink()
+	var dialector gorm.Dialector
+	switch t.dialect {
+	case DialectMySQL:
+		cfg := t.mysql.Clone()
+		cfg.Logger = log // "closing bad idle connection" and the like
+		cfg.DialFunc = o.dialer
+		conn, err := mysql.NewConnector(cfg)
+		if err != nil {
+			return nil, driverkit.BadURL("mysqllock", "%v", err)
+		}
+		dialector = gormmysql.New(gormmysql.Config{Conn: sql.OpenDB(conn), SkipInitializeWithVersion: true})
+	case DialectPostgres:
+		cfg, err := pgx.ParseConfig(t.postgresDSN)
+		if err != nil {
+			return nil, driverkit.BadURL("mysqllock", "postgres: %v", err)
+		}
+		if o.dialer != nil {
+			cfg.DialFunc = o.dialer
+		}
+		dialector = postgres.New(postgres.Config{Conn: stdlib.OpenDB(*cfg)})
+	default:
+		dialector = &sqlite.Dialector{DSN: sqliteDSN(t.sqlitePath, t.busyTimeout), DriverName: "sqlite"}
+	}
+	gdb, err := gorm.Open(dialector, &gorm.Config{
 		Logger:                 logger.Discard,
 		DisableAutomaticPing:   true,
 		SkipDefaultTransaction: true,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("mysqllock: open %s: %w", t.dialect, err)
+		return nil, fmt.Errorf("mysqllock: open %s at %s: %w", t.dialect, t.addr, err)
 	}
 	sqlDB, err := gdb.DB()
 	if err != nil {
@@ -126,9 +190,9 @@ func openOnce(ctx context.Context, t *target, extra []Option) (*Driver, error) {
 	sqlDB.SetMaxIdleConns(t.maxConns)
 	if err := sqlDB.PingContext(ctx); err != nil {
 		_ = sqlDB.Close()
-		return nil, fmt.Errorf("mysqllock: connect to %s: %w", t.dialect, err)
+		return nil, fmt.Errorf("mysqllock: connect to %s at %s: %w", t.dialect, t.addr, err)
 	}
-	d, err := newDriver(gdb, true, append(t.opts, extra...))
+	d, err := newDriver(gdb, true, log, opts)
 	if err != nil {
 		_ = sqlDB.Close()
 		return nil, err
@@ -136,123 +200,111 @@ func openOnce(ctx context.Context, t *target, extra []Option) (*Driver, error) {
 	return d, nil
 }
 
-// parseURL turns a URL into a GORM dialector and options. The query
-// parameters that are not golocker's go to the database driver only when
-// they are listed for it; anything else is an error.
+// Query parameters: golocker's (every scheme), and the database driver's
+// that a URL may give, per scheme.
+var (
+	ownParams      = []string{"table", "create_table", "max_conns", "notify"}
+	mysqlParams    = []string{"tls", "timeout", "read_timeout", "write_timeout", "allow_native_passwords", "allow_cleartext_passwords"}
+	postgresParams = []string{"sslmode", "sslrootcert", "sslcert", "sslkey", "sslpassword", "sslsni",
+		"connect_timeout", "application_name", "target_session_attrs"}
+	sqliteParams = []string{"busy_timeout"}
+)
+
+// parseURL turns a URL into a target. Every query parameter must be
+// golocker's or one listed for the scheme's database driver.
 func parseURL(u *url.URL) (*target, error) {
+	bad := func(format string, a ...any) error { return driverkit.BadURL("mysqllock", format, a...) }
 	if u.Fragment != "" {
-		return nil, fmt.Errorf("%w: a fragment (#...) is not allowed", backend.ErrBadURL)
+		return nil, bad("a fragment (#...) is not allowed")
 	}
-	q, err := url.ParseQuery(u.RawQuery)
+	scheme := strings.ToLower(u.Scheme)
+	t := &target{maxConns: defaultMaxConns, busyTimeout: defaultBusyTimeout}
+	var theirs []string
+	switch scheme {
+	case SchemeMySQL, SchemeMariaDB:
+		t.dialect, theirs = DialectMySQL, mysqlParams
+	case SchemePostgres, SchemePostgreSQL:
+		t.dialect, theirs = DialectPostgres, postgresParams
+	case SchemeSQLite:
+		t.dialect, theirs = DialectSQLite, sqliteParams
+	default:
+		return nil, bad("scheme %q is not mysql, mariadb, postgres, postgresql or sqlite", u.Scheme)
+	}
+	q, keys, err := driverkit.Query(u.RawQuery, slices.Concat(ownParams, theirs))
 	if err != nil {
-		return nil, fmt.Errorf("%w: malformed query", backend.ErrBadURL)
+		return nil, bad("%s://: %v (see the mysqllock package doc)", scheme, err)
 	}
-	t := &target{maxConns: defaultMaxConns}
-	// golocker's own parameters, common to every dialect.
 	driverParams := url.Values{}
-	busyTimeout := defaultBusyTimeout
-	for k, vs := range q {
-		if len(vs) != 1 {
-			return nil, fmt.Errorf("%w: parameter %q given %d times", backend.ErrBadURL, k, len(vs))
-		}
-		v := vs[0]
+	for _, k := range keys {
+		v := q.Get(k)
 		switch k {
 		case "table":
 			t.opts = append(t.opts, WithTable(v))
-		case "create_table":
+		case "create_table", "notify":
 			b, err := strconv.ParseBool(v)
 			if err != nil {
-				return nil, fmt.Errorf("%w: create_table=%q: want true or false", backend.ErrBadURL, v)
+				return nil, bad("%s=%q: want true or false", k, v)
 			}
-			t.opts = append(t.opts, WithCreateTable(b))
-		case "notify":
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				return nil, fmt.Errorf("%w: notify=%q: want true or false", backend.ErrBadURL, v)
+			if k == "notify" {
+				if t.dialect != DialectPostgres {
+					return nil, bad("notify applies to postgres:// only")
+				}
+				t.opts = append(t.opts, WithNotify(b))
+			} else {
+				t.opts = append(t.opts, WithCreateTable(b))
 			}
-			t.opts = append(t.opts, WithNotify(b))
 		case "max_conns":
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 1 {
-				return nil, fmt.Errorf("%w: max_conns=%q: want a positive integer", backend.ErrBadURL, v)
+				return nil, bad("max_conns=%q: want a positive integer", v)
 			}
 			t.maxConns = n
 		case "busy_timeout":
 			d, err := time.ParseDuration(v)
 			if err != nil || d < 0 {
-				return nil, fmt.Errorf("%w: busy_timeout=%q: want a duration such as 5s", backend.ErrBadURL, v)
+				return nil, bad("busy_timeout=%q: want a duration such as 5s", v)
 			}
-			busyTimeout = d
-			driverParams.Set(k, v) // only SQLite takes it; checked below
+			t.busyTimeout = d
 		default:
 			driverParams.Set(k, v)
 		}
 	}
-	scheme := strings.ToLower(u.Scheme)
-	switch scheme {
-	case SchemeMySQL:
-		err = t.mysql(u, driverParams)
-	case SchemePostgres, SchemePostgreSQL:
-		err = t.postgres(u, driverParams)
-	case SchemeSQLite:
-		err = t.sqlite(u, driverParams, busyTimeout)
+	switch t.dialect {
+	case DialectMySQL:
+		err = t.parseMySQL(u, driverParams)
+	case DialectPostgres:
+		err = t.parsePostgres(u, driverParams)
 	default:
-		err = fmt.Errorf("%w: scheme %q is not mysql, postgres, postgresql or sqlite", backend.ErrBadURL, u.Scheme)
+		err = t.parseSQLite(u)
 	}
 	if err != nil {
 		return nil, err
 	}
 	// Option errors (a bad table name) are URL errors here.
 	o := defaultOptions()
-	if err := o.apply(t.opts); err != nil {
-		return nil, fmt.Errorf("%w: %v", backend.ErrBadURL, err)
+	if err := driverkit.Apply(&o, t.opts); err != nil {
+		return nil, bad("%v", err)
 	}
 	if _, err := quoteTable(t.dialect, o.table); err != nil {
-		return nil, fmt.Errorf("%w: %v", backend.ErrBadURL, err)
-	}
-	if o.notifySet && t.dialect != DialectPostgres {
-		return nil, fmt.Errorf("%w: notify applies to postgres:// only", backend.ErrBadURL)
+		return nil, bad("%v", err)
 	}
 	return t, nil
 }
 
-// unknownParam is the error for a query parameter no one takes.
-func unknownParam(scheme string, p url.Values, allowed ...string) error {
-	for k := range p {
-		ok := false
-		for _, a := range allowed {
-			ok = ok || k == a
-		}
-		if !ok {
-			return fmt.Errorf("%w: unknown parameter %q for %s:// (see the mysqllock package doc; the database driver's parameters allowed here: %s)",
-				backend.ErrBadURL, k, scheme, strings.Join(allowed, ", "))
-		}
-	}
-	return nil
-}
-
-// mysqlParams are go-sql-driver/mysql settings a URL may give.
-var mysqlParams = []string{"tls", "timeout", "read_timeout", "write_timeout", "allow_native_passwords", "allow_cleartext_passwords"}
-
-func (t *target) mysql(u *url.URL, p url.Values) error {
-	if err := unknownParam("mysql", p, mysqlParams...); err != nil {
-		return err
-	}
+func (t *target) parseMySQL(u *url.URL, p url.Values) error {
 	if u.Opaque != "" || u.Host == "" {
-		return fmt.Errorf("%w: want mysql://[user[:password]@]host[:3306]/database", backend.ErrBadURL)
+		return driverkit.BadURL("mysqllock", "want mysql://[user[:password]@]host[:3306]/database")
+	}
+	hosts, err := driverkit.Hosts(u.Host, "3306")
+	if err != nil || len(hosts) != 1 {
+		return driverkit.BadURL("mysqllock", "mysql:// takes one host[:port]")
 	}
 	db := strings.TrimPrefix(u.Path, "/")
 	if db == "" || strings.Contains(db, "/") {
-		return fmt.Errorf("%w: mysql:// needs a database: mysql://host:3306/DATABASE", backend.ErrBadURL)
+		return driverkit.BadURL("mysqllock", "mysql:// needs a database: mysql://host:3306/DATABASE")
 	}
 	cfg := mysql.NewConfig()
-	cfg.Net = "tcp"
-	port := u.Port()
-	if port == "" {
-		port = "3306"
-	}
-	cfg.Addr = net.JoinHostPort(u.Hostname(), port)
-	cfg.DBName = db
+	cfg.Net, cfg.Addr, cfg.DBName = "tcp", hosts[0], db
 	if u.User != nil {
 		cfg.User = u.User.Username()
 		cfg.Passwd, _ = u.User.Password()
@@ -260,92 +312,70 @@ func (t *target) mysql(u *url.URL, p url.Values) error {
 	// One round trip per statement instead of prepare, execute, close;
 	// the driver escapes for the connection's character set.
 	cfg.InterpolateParams = true
-	for k, v := range p {
-		var err error
+	for k, vs := range p {
+		v := vs[0]
 		switch k {
 		case "tls":
-			switch v[0] {
-			case "true", "false", "skip-verify", "preferred":
-				cfg.TLSConfig = v[0]
-			default:
+			if !slices.Contains([]string{"true", "false", "skip-verify", "preferred"}, v) {
 				err = fmt.Errorf("want true, false, skip-verify or preferred")
 			}
+			cfg.TLSConfig = v
 		case "timeout":
-			cfg.Timeout, err = time.ParseDuration(v[0])
+			cfg.Timeout, err = time.ParseDuration(v)
 		case "read_timeout":
-			cfg.ReadTimeout, err = time.ParseDuration(v[0])
+			cfg.ReadTimeout, err = time.ParseDuration(v)
 		case "write_timeout":
-			cfg.WriteTimeout, err = time.ParseDuration(v[0])
+			cfg.WriteTimeout, err = time.ParseDuration(v)
 		case "allow_native_passwords":
-			cfg.AllowNativePasswords, err = strconv.ParseBool(v[0])
+			cfg.AllowNativePasswords, err = strconv.ParseBool(v)
 		case "allow_cleartext_passwords":
-			cfg.AllowCleartextPasswords, err = strconv.ParseBool(v[0])
+			cfg.AllowCleartextPasswords, err = strconv.ParseBool(v)
 		}
 		if err != nil {
-			return fmt.Errorf("%w: %s=%q: %v", backend.ErrBadURL, k, v[0], err)
+			return driverkit.BadURL("mysqllock", "%s=%q: %v", k, v, err)
 		}
 	}
-	if cfg.TLSConfig != "" {
-		// FormatDSN/ParseDSN resolve the named TLS configuration.
-		parsed, err := mysql.ParseDSN(cfg.FormatDSN())
-		if err != nil {
-			return fmt.Errorf("%w: tls: %v", backend.ErrBadURL, err)
-		}
-		cfg = parsed
-	}
-	t.dialect = DialectMySQL
-	t.dialector = gormmysql.New(gormmysql.Config{DSNConfig: cfg, DSN: cfg.FormatDSN(), SkipInitializeWithVersion: true})
+	t.mysql, t.addr = cfg, cfg.Addr
 	return nil
 }
 
-// postgresParams are libpq/pgx settings a URL may give.
-var postgresParams = []string{"sslmode", "sslrootcert", "sslcert", "sslkey", "sslpassword", "sslsni",
-	"connect_timeout", "application_name", "target_session_attrs"}
-
-func (t *target) postgres(u *url.URL, p url.Values) error {
-	if err := unknownParam("postgres", p, postgresParams...); err != nil {
-		return err
-	}
+func (t *target) parsePostgres(u *url.URL, p url.Values) error {
 	if u.Opaque != "" || u.Host == "" {
-		return fmt.Errorf("%w: want postgres://[user[:password]@]host[:5432][,host2[:5432]]/database", backend.ErrBadURL)
+		return driverkit.BadURL("mysqllock", "want postgres://[user[:password]@]host[:5432][,host2[:5432]]/database")
+	}
+	if _, err := driverkit.Hosts(u.Host, "5432"); err != nil {
+		return driverkit.BadURL("mysqllock", "postgres://: %v", err)
 	}
 	if strings.Contains(strings.TrimPrefix(u.Path, "/"), "/") {
-		return fmt.Errorf("%w: postgres:// path must be /DATABASE", backend.ErrBadURL)
+		return driverkit.BadURL("mysqllock", "postgres:// path must be /DATABASE")
 	}
 	pu := url.URL{Scheme: "postgres", User: u.User, Host: u.Host, Path: u.Path, RawQuery: p.Encode()}
-	t.dialect = DialectPostgres
-	t.dialector = postgres.New(postgres.Config{DSN: pu.String()})
+	t.postgresDSN, t.addr = pu.String(), u.Host
 	return nil
 }
 
 var windowsDrive = regexp.MustCompile(`^/[A-Za-z]:/`)
 
-func (t *target) sqlite(u *url.URL, p url.Values, busyTimeout time.Duration) error {
-	if err := unknownParam("sqlite", p, "busy_timeout"); err != nil {
-		return err
-	}
+func (t *target) parseSQLite(u *url.URL) error {
 	if u.User != nil {
-		return fmt.Errorf("%w: sqlite:// takes no user or password", backend.ErrBadURL)
+		return driverkit.BadURL("mysqllock", "sqlite:// takes no user or password")
 	}
 	if u.Opaque != "" || (u.Host != "" && u.Host != "localhost") {
-		return fmt.Errorf("%w: want sqlite:///absolute/path/to/file.db (three slashes); a relative path would differ between processes started in different directories", backend.ErrBadURL)
+		return driverkit.BadURL("mysqllock", "want sqlite:///absolute/path/to/file.db (three slashes); a relative path would differ between processes started in different directories")
 	}
 	path := u.Path
 	if runtime.GOOS == "windows" && windowsDrive.MatchString(path) {
 		path = path[1:]
 	}
 	if path == "" || strings.HasSuffix(path, "/") || !filepath.IsAbs(path) {
-		return fmt.Errorf("%w: sqlite:// needs the absolute path of a file: sqlite:///var/lib/app/locks.db", backend.ErrBadURL)
+		return driverkit.BadURL("mysqllock", "sqlite:// needs the absolute path of a file: sqlite:///var/lib/app/locks.db")
 	}
-	path = filepath.Clean(path)
-	t.dialect = DialectSQLite
-	t.sqlitePath = path
-	t.busyTimeout = busyTimeout
+	t.sqlitePath = filepath.Clean(path)
+	t.addr = t.sqlitePath
 	// One connection per process: statements queue in database/sql
 	// instead of polling SQLite's file lock against each other; other
 	// processes are kept in order by the lock and busy_timeout.
 	t.maxConns = 1
-	t.dialector = &sqlite.Dialector{DSN: sqliteDSN(path, busyTimeout), DriverName: "sqlite"}
 	return nil
 }
 
@@ -359,30 +389,3 @@ func sqliteDSN(path string, busyTimeout time.Duration) string {
 	ms := busyTimeout.Milliseconds()
 	return "file:" + u.EscapedPath() + "?_pragma=busy_timeout(" + strconv.FormatInt(ms, 10) + ")&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)"
 }
-
-// scrub hides u's password wherever it appears in err's message.
-func scrub(err error, u *url.URL) error {
-	if u.User == nil {
-		return err
-	}
-	p, ok := u.User.Password()
-	if !ok || p == "" || !strings.Contains(err.Error(), p) && !strings.Contains(err.Error(), url.QueryEscape(p)) {
-		return err
-	}
-	return &scrubbed{err: err, secrets: []string{p, url.QueryEscape(p), url.PathEscape(p)}}
-}
-
-type scrubbed struct {
-	err     error
-	secrets []string
-}
-
-func (e *scrubbed) Error() string {
-	s := e.err.Error()
-	for _, p := range e.secrets {
-		s = strings.ReplaceAll(s, p, "xxxxx")
-	}
-	return s
-}
-
-func (e *scrubbed) Unwrap() error { return e.err }

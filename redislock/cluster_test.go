@@ -4,13 +4,12 @@ import (
 	"context"
 	"net"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/golocker/locker"
-	"github.com/golocker/locker/internal/testserver"
+	"github.com/golocker/locker/internal/drivertest"
+	"github.com/golocker/locker/internal/testserver/redisserver"
 	"github.com/golocker/locker/redislock"
 )
 
@@ -23,7 +22,7 @@ import (
 // lock, so tokens keep growing.
 func TestClusterSlotMigration(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t, 2*time.Minute)
+	ctx := drivertest.Context(t, 2*time.Minute)
 	c := cluster.Get(t)
 	url := clusterURL(t)
 	const ttl = time.Second
@@ -35,26 +34,8 @@ func TestClusterSlotMigration(t *testing.T) {
 	}
 	tokA := ma.Token()
 
-	var unlocked atomic.Bool
-	p := &prober{m: openClient(t, url, locker.WithTTL(ttl)).NewMutex(name), believes: func() bool {
-		select {
-		case <-ma.Lost():
-			return false
-		default:
-			return !unlocked.Load()
-		}
-	}}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() { p.run(ctx, stop) })
-	defer func() {
-		select {
-		case <-stop:
-		default:
-			close(stop)
-		}
-		wg.Wait()
-	}()
+	p, stop := probe(ctx, openClient(t, url, locker.WithTTL(ttl)).NewMutex(name), ma)
+	defer stop()
 	// A waiter in a third client, subscribed on whichever node its pub/sub
 	// connection reached.
 	waiter := openClient(t, url, locker.WithTTL(ttl)).NewMutex(name)
@@ -69,7 +50,7 @@ func TestClusterSlotMigration(t *testing.T) {
 
 	key := a.Driver().(*redislock.Driver).Key(name)
 	from, to := migrateSlot(t, ctx, c, key)
-	t.Logf("moved slot %d (%s) from %s to %s", testserver.KeySlot(key), key, from.Addr, to.Addr)
+	t.Logf("moved slot %d (%s) from %s to %s", redisserver.KeySlot(key), key, from.Addr, to.Addr)
 
 	// Several leases after the move, the hold is still there.
 	end := time.Now().Add(3 * ttl)
@@ -80,7 +61,7 @@ func TestClusterSlotMigration(t *testing.T) {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	unlocked.Store(true)
+	p.unlocked.Store(true)
 	if err := ma.Unlock(ctx); err != nil {
 		t.Fatalf("Unlock after the slot moved: %v", err)
 	}
@@ -92,9 +73,8 @@ func TestClusterSlotMigration(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the waiter did not get the lock after the Unlock")
 	}
-	eventually(t, 30*time.Second, "the prober gets the lock", func() bool { return p.grants.Load() > 0 })
-	close(stop)
-	wg.Wait()
+	drivertest.Eventually(t, 30*time.Second, "the prober gets the lock", func() bool { return p.grants.Load() > 0 })
+	stop()
 	if v := p.violations.Load(); v != 0 {
 		t.Errorf("the prober got the lock %d times while the owner held it", v)
 	}
@@ -105,9 +85,9 @@ func TestClusterSlotMigration(t *testing.T) {
 
 // migrateSlot moves the slot of key, with its keys, from its master to
 // another one, and returns both.
-func migrateSlot(t *testing.T, ctx context.Context, c *testserver.RedisClusterServer, key string) (from, to *testserver.RedisServer) {
+func migrateSlot(t *testing.T, ctx context.Context, c *redisserver.RedisClusterServer, key string) (from, to *redisserver.RedisServer) {
 	t.Helper()
-	slot := strconv.Itoa(testserver.KeySlot(key))
+	slot := strconv.Itoa(redisserver.KeySlot(key))
 	from, err := c.KeyOwner(ctx, key)
 	if err != nil {
 		t.Fatal(err)
@@ -118,7 +98,7 @@ func migrateSlot(t *testing.T, ctx context.Context, c *testserver.RedisClusterSe
 			break
 		}
 	}
-	id := func(n *testserver.RedisServer) string {
+	id := func(n *redisserver.RedisServer) string {
 		r, err := n.Do(ctx, "CLUSTER", "MYID")
 		if err != nil {
 			t.Fatalf("CLUSTER MYID: %v", err)
@@ -126,7 +106,7 @@ func migrateSlot(t *testing.T, ctx context.Context, c *testserver.RedisClusterSe
 		return r.(string)
 	}
 	fromID, toID := id(from), id(to)
-	must := func(n *testserver.RedisServer, args ...string) any {
+	must := func(n *redisserver.RedisServer, args ...string) any {
 		t.Helper()
 		r, err := n.Do(ctx, args...)
 		if err != nil {
@@ -148,7 +128,7 @@ func migrateSlot(t *testing.T, ctx context.Context, c *testserver.RedisClusterSe
 		}
 		must(from, args...)
 	}
-	for _, n := range []*testserver.RedisServer{to, from} {
+	for _, n := range []*redisserver.RedisServer{to, from} {
 		must(n, "CLUSTER", "SETSLOT", slot, "NODE", toID)
 	}
 	for _, n := range c.Nodes {
@@ -156,9 +136,9 @@ func migrateSlot(t *testing.T, ctx context.Context, c *testserver.RedisClusterSe
 			must(n, "CLUSTER", "SETSLOT", slot, "NODE", toID)
 		}
 	}
-	eventually(t, 30*time.Second, "every node agrees on the slot's new owner", func() bool {
+	drivertest.Eventually(t, 30*time.Second, "every node agrees on the slot's new owner", func() bool {
 		for _, n := range c.Nodes {
-			owner, err := (&testserver.RedisClusterServer{Nodes: []*testserver.RedisServer{n}}).SlotOwner(ctx, testserver.KeySlot(key))
+			owner, err := (&redisserver.RedisClusterServer{Nodes: []*redisserver.RedisServer{n}}).SlotOwner(ctx, redisserver.KeySlot(key))
 			if err != nil || owner.Addr != to.Addr {
 				return false
 			}

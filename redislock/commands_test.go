@@ -14,7 +14,8 @@ import (
 
 	"github.com/golocker/locker"
 	"github.com/golocker/locker/backend"
-	"github.com/golocker/locker/internal/testserver"
+	"github.com/golocker/locker/internal/drivertest"
+	"github.com/golocker/locker/internal/testserver/redisserver"
 )
 
 // scriptCommands are the commands the Lua scripts run: INFO commandstats
@@ -28,7 +29,7 @@ var scriptCommands = map[string]bool{
 
 // commandCalls returns the calls of each command the clients sent to srv
 // (INFO commandstats), without the commands run inside scripts.
-func commandCalls(t *testing.T, ctx context.Context, srv *testserver.RedisServer) map[string]int64 {
+func commandCalls(t *testing.T, ctx context.Context, srv *redisserver.RedisServer) map[string]int64 {
 	t.Helper()
 	r, err := srv.Do(ctx, "INFO", "commandstats")
 	if err != nil {
@@ -94,8 +95,8 @@ func openClient(t *testing.T, url string, opts ...locker.Option) *locker.Client 
 // wait.
 func TestCommandsPerAcquisition(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t, 2*time.Minute)
-	srv := testserver.Redis(t) // its own server: the counts are server-wide
+	ctx := drivertest.Context(t, 2*time.Minute)
+	srv := redisserver.Redis(t) // its own server: the counts are server-wide
 	c := openClient(t, "redis://"+srv.Addr, locker.WithTTL(10*time.Second))
 	const handles, total = 8, 500
 	name := "commands"
@@ -149,8 +150,8 @@ func TestCommandsPerAcquisition(t *testing.T) {
 // of 3 releases is checked.
 func TestOneReleaseWakesOneLocalWaiter(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t, 2*time.Minute)
-	srv := testserver.Redis(t)
+	ctx := drivertest.Context(t, 2*time.Minute)
+	srv := redisserver.Redis(t)
 	url := "redis://" + srv.Addr
 	holderC := openClient(t, url, locker.WithTTL(60*time.Second))
 	waitC := openClient(t, url, locker.WithTTL(60*time.Second))
@@ -183,7 +184,9 @@ func TestOneReleaseWakesOneLocalWaiter(t *testing.T) {
 			granted <- m
 		})
 	}
-	awaitWaiters(t, ctx, waitC, name, n)
+	// The Client keeps its waiters: one in Redis, the others in the Client.
+	awaitLocalWaiters(t, waitC, name, n)
+	awaitWaiters(t, ctx, waitC, name, 1)
 	next := func() *locker.Mutex {
 		select {
 		case m := <-granted:
@@ -208,8 +211,11 @@ func TestOneReleaseWakesOneLocalWaiter(t *testing.T) {
 		calls := per["evalsha"] + per["eval"] // the release, if the lock was not passed
 		all = append(all, calls)
 		best = min(best, calls)
-		if k, _ := q.Waiters(ctx, name); k != n-1-round {
-			t.Errorf("Waiters = %d after grant %d, want %d", k, round+1, n-1-round)
+		if k := waitC.LocalWaiters(name); k != n-1-round {
+			t.Errorf("LocalWaiters = %d after grant %d, want %d", k, round+1, n-1-round)
+		}
+		if k, _ := q.Waiters(ctx, name); k != 0 {
+			t.Errorf("Waiters in Redis = %d after grant %d, want 0: the Client's waiters wait in it", k, round+1)
 		}
 		if holder.HoldCount() != 1 {
 			t.Errorf("the granted waiter's HoldCount = %d", holder.HoldCount())
@@ -229,8 +235,8 @@ func TestOneReleaseWakesOneLocalWaiter(t *testing.T) {
 // channel (its inbox), whatever the number of names; Close unsubscribes.
 func TestOneSubscriptionPerDriver(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t, 2*time.Minute)
-	srv := testserver.Redis(t)
+	ctx := drivertest.Context(t, 2*time.Minute)
+	srv := redisserver.Redis(t)
 	url := "redis://" + srv.Addr
 	holderC := openClient(t, url, locker.WithTTL(60*time.Second))
 	waitCs := []*locker.Client{
@@ -293,5 +299,5 @@ func TestOneSubscriptionPerDriver(t *testing.T) {
 			t.Errorf("Close: %v", err)
 		}
 	}
-	eventually(t, 30*time.Second, "every channel unsubscribed", func() bool { return channels() == 0 })
+	drivertest.Eventually(t, 30*time.Second, "every channel unsubscribed", func() bool { return channels() == 0 })
 }

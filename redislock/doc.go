@@ -73,88 +73,101 @@
 // Driver (redis, rediss, redis+sentinel, redis+cluster):
 //
 //   - Fencing: tokens from the per-name counter, strictly increasing.
-//   - Notify and FIFO: waiters queue in Redis, and a release hands the
-//     lock to the oldest one and tells its Driver by pub/sub, in every
-//     process alike; a Driver passes the lock to its own next waiter in
-//     the same order (see Passing).
+//   - Notify and FIFO: waiters queue in Redis (backend.Waiter), and a
+//     release hands the lock to the oldest one and tells its Driver by
+//     pub/sub, in every process alike.
 //   - Expiry: a lease not renewed expires on the server.
-//   - Inspect: Holds SCANs every master; ForceRelease frees the lock and
-//     hands it on.
-//   - CrossProcess.
+//   - CrossProcess. It implements backend.Inspector (Holds SCANs every
+//     master; ForceRelease frees the lock and hands it on),
+//     backend.QueueInspector, backend.BatchRenewer (one script per Cluster
+//     slot and chunk, pipelined) and backend.LogSetter; its leases
+//     implement backend.Passer.
 //   - Not LostSignal: Redis does not tell a client that a key was deleted
-//     or expired; the next renewal finds it (within TTL/3), and Lost
-//     closes then.
+//     or expired; the next renewal finds it, and Lost closes then.
 //
-// RedLock: Expiry, Inspect, CrossProcess; no Fencing (Token is 0), no
-// Notify (waiters poll with jittered backoff).
+// RedLock: Expiry, CrossProcess, backend.Inspector; no Fencing (Token is
+// 0), no Notify (package locker retries with back-off).
 //
 // # Waiting
 //
-// A waiting Lock that finds the lock held joins the lock's queue in Redis,
-// once its Driver is subscribed to its inbox (so no grant to it is
-// published before its process listens). A release, an expiry found by a
-// waiter, or a ForceRelease hands the lock to the oldest waiter whose
-// place has not lapsed, in the same script: it becomes the owner, with
-// the next fencing token and its own lease, and the script publishes
-// "<token> <owner>" on its Driver's inbox; the waiter returns without
-// another call. So one release costs one script and one message, however
-// many wait in however many processes, waiters are served in the order
-// they joined, and the lock is never free while someone waits.
+// Package locker keeps a Client's waiters for a name and sends the first to
+// AcquireWait, which joins the lock's queue in Redis once the Driver is
+// subscribed to its inbox (so no grant to it is published before its
+// process listens). A release, an expiry found by a waiter, or a
+// ForceRelease hands the lock to the oldest waiter whose place has not
+// lapsed, in the same script: it becomes the owner, with the next fencing
+// token and its own lease, and the script publishes "<token> <owner>" on
+// its Driver's inbox; the waiter returns without another call. One release
+// costs one script and one message, however many wait in however many
+// processes, and the lock is never free while someone waits.
 //
 // Pub/sub is at-most-once (a reconnect loses messages), so a waiter also
 // renews its place every third of its lease (at most every second) and at
-// the end of the holder's lease; that call finds a grant whose message was
+// the end of the holder's lease: that call finds a grant whose message was
 // lost, and frees an expired lock. A place not renewed lapses after three
-// renewal periods and a second (4s with leases of 3s or more): the waiters
-// of a crashed process are skipped after that, and one handed the lock
-// before its place lapsed holds it until its lease ends, as a crashed
-// holder would. A waiter that gives up (ctx, Close) leaves the queue
-// before Lock returns, passing the lock on if it was handed to it
-// meanwhile. A Driver has one subscription, whatever the number of names
-// it waits for; if its SUBSCRIBE fails, its waiters poll with backoff.
+// renewal periods and a second: the waiters of a crashed process are
+// skipped. A waiter that gives up leaves the queue before AcquireWait
+// returns, passing the lock on if it was handed to it meanwhile.
+//
+// A grant's message can reach a waiter long after it was published — its
+// process or its connection stalled — when its lease has run out and the
+// same owner is queued again. Every call that leaves a waiter queued
+// returns the name's fence counter, and the waiter ignores a grant whose
+// token is not above it; a grant that arrives more than half a lease after
+// the waiter's last call is checked with Redis, which dates a hold the
+// waiter already has exactly.
 //
 // # Passing
 //
-// When a hold of a Driver ends and the next waiter is the same Driver's,
-// the lock is passed to it without a call to Redis: the hand-off costs a
-// goroutine's wake-up instead of a round trip. Redis keeps the hold that
-// began the run (its owner, its lease, which each hold of the run renews
-// as that owner) and Holds reports the hold of the moment. The Driver's
-// waiters that arrive while it holds the lock wait in the process, with no
-// call either, unless another process's waiter is queued (with batch=N,
-// also then, while the run may still pass the lock before that waiter). Each passed hold
-// takes the next of a block of fencing tokens that the grant reserved (64,
-// topped up by a script call before they run out), so tokens still
-// strictly increase across every hold and process; with a Driver that
-// waits, consecutive grants from Redis skip the unused part of a block.
+// When a hold of a Client ends and the Client has another waiter for the
+// name, package locker asks the lease to pass the hold (backend.Passer).
+// The hold then goes to that waiter without a call to Redis: Redis keeps
+// the hold that began the chain (its owner, its lease, which every
+// hold of the chain renews as that owner, and a block of fencing tokens
+// that the grant reserved — 64, topped up before they run out), and each
+// passed hold takes the next reserved token, so tokens still strictly
+// increase across every hold and process. Holds reports the hold of the
+// moment. The chain (chain.go) is a state machine driven by events — the
+// grant, a pass, a "q" message, a pub/sub reconnect, a renewal, a
+// reservation, the end — and passes only while:
 //
-// The order stays first come, first served across processes, within the
-// delivery of one message: a run does not begin while another process's
-// waiter is queued, and the script that queues another process's waiter
-// behind a run tells the holder's Driver (on its inbox), which passes no
-// more, and its own waiters queue in Redis behind that waiter.
-// A waiter that queued less than a message's delivery before a local one
-// arrived may be served after it. A run also ends, releasing in Redis,
-// when the lease was last set in Redis over a tenth of the TTL ago (a run
-// never outlives a hold's lease), or between holds with different TTLs.
+//   - reserved tokens are left;
+//   - its lease in Redis was set less than a tenth of the TTL ago, and the
+//     next hold has the same TTL;
+//   - no renewal found the hold gone, and no ForceRelease through the
+//     Driver freed it;
+//   - no other Driver's waiter is queued: the script that queues one behind
+//     a chain tells the chain's Driver (a "q" message on its inbox), a
+//     pub/sub reconnect counts as one, and a grant made while one was
+//     queued reserves no tokens. Waiters are so served first come, first
+//     served across processes, within the delivery of one message.
 //
 // batch=N (WithBatch) trades that order for throughput when several
-// processes contend for one lock: a run may go on for up to N holds while
-// another process's waiter is queued, and then ends, handing the lock to
-// the oldest waiter in Redis (the run's later waiters queue behind it).
-// Every process still gets its turn, but a waiter can wait up to N more
-// holds, and the Driver does not declare FIFO. With 32 handles over 4
-// processes and batch=16, bench/ measured 0.80 of the ideal rate against
-// 0.59 without (bench/README.md).
+// processes contend for one lock: a chain may pass N more times while
+// another process's waiter is queued, and reserves tokens for it when its
+// grant had none. Every process still gets its turn, but a waiter can wait
+// up to N more holds, and the Driver does not declare FIFO.
 //
-// The cost: a release that passes the lock makes no owner check in Redis.
-// If the run's hold was deleted or forced off by another process in the
-// last tenth of a TTL, that Unlock returns nil rather than ErrLost, and
-// the next hold finds the loss at its renewal or release (when the run's
-// lease would have been renewed, so no later than its predecessor would
-// have); its token is below the next owner's, so a fenced resource refuses
-// it. A ForceRelease through the same Driver ends the run at once. With
-// WithWaitReplicas nothing is passed.
+// The cost: a pass makes no owner check in Redis. If another process
+// deleted or forced off the chain's hold in the last tenth of a TTL, the
+// passed hold learns of it at its next renewal or release — no later than
+// its predecessor would have — and its token is below the next owner's, so
+// a fenced resource refuses it. With WithWaitReplicas nothing is passed.
+// bench/README.md has the figures: what passing gains within a process,
+// what batch=N gains across processes.
+//
+// # Round trips under load
+//
+// A Driver sends at most four acquire scripts at a time as calls of their
+// own; the calls that come while those are in flight share pipelines, sent
+// one at a time, of up to 512 scripts (one per server on a Cluster). A
+// Client that takes many names at once then costs Redis far fewer reads
+// and writes per script. A caller whose ctx ends while its script waits in
+// the queue takes it out; one whose script is on its way waits for the
+// reply (at most 2s more), as with a call of its own, and undoes whatever
+// the script did for its owner before returning. Renewals are
+// batched the same way (backend.BatchRenewer): one pipeline of
+// renew_many.lua calls, each over up to 500 leases of one slot.
 //
 // # Topologies
 //
@@ -208,8 +221,18 @@
 //
 // # Options
 //
-// WithKeyPrefix, WithWaitReplicas (Driver) and
-// WithInstanceTimeout (RedLock) configure New, NewRedLock and Open; each
-// has the URL parameter named above. An option that does not apply to a
-// driver is an error.
+// WithKeyPrefix, WithWaitReplicas, WithBatch (Driver), WithInstanceTimeout
+// (RedLock) and WithDialer (both, for the clients Open creates) configure
+// New, NewRedLock and Open; each but WithDialer has the URL parameter named
+// above. An option that does not apply to a driver is an error matching
+// locker.ErrInvalidOption.
+//
+// # Logs
+//
+// go-redis has one logger per process. redislock installs one, when it
+// creates its first Driver, that sends go-redis's messages to the loggers
+// of the open Drivers (the Clients' loggers, locker.WithLogger), which
+// discard by default: nothing is printed on stderr. A program that wants
+// go-redis's messages elsewhere calls redis.SetLogger after opening its
+// first Driver.
 package redislock

@@ -1,32 +1,12 @@
 package redislock
 
 // RemoteQueued reports whether d knows that another Driver's waiter
-// queued behind d's chain on name (pass.go).
+// queued behind d's chain on name (chain.go).
 func RemoteQueued(d *Driver, name string) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	c := d.chains[name]
 	return c != nil && c.remote
-}
-
-// LocalWaiters counts d's waiters for name that wait in the process only.
-func LocalWaiters(d *Driver, name string) int {
-	n, _ := d.localWaiters(name)
-	return n
-}
-
-// CalledWaiters counts d's waiters for name whose call that placed them
-// in Redis has returned.
-func CalledWaiters(d *Driver, name string) int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	n := 0
-	for _, w := range d.queues[name] {
-		if w.called {
-			n++
-		}
-	}
-	return n
 }
 
 // PassTokens counts the tokens d's chain on name has left to pass.
@@ -44,11 +24,14 @@ func PassTokens(d *Driver, name string) int {
 // behind d's hold of name.
 func Queued(d *Driver, name string) { d.onQueued(d.Key(name)) }
 
-// AddCall counts one more call on its way for d's waiter owner.
-func AddCall(d *Driver, owner string) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if w := d.waiters[owner]; w != nil {
-		w.calling++
-	}
+// WithEveryAcquirePipelined makes the Driver send every acquire script
+// through the pipelines of coalesce.go, which otherwise carry only the
+// calls beyond the few in flight on their own.
+func WithEveryAcquirePipelined() Option {
+	return func(o *options) error { o.directCalls = 0; return nil }
+}
+
+// Pipelines counts the pipelines d has sent and the calls they carried.
+func Pipelines(d *Driver) (pipelines, calls int64) {
+	return d.acquires.pipelines.Load(), d.acquires.carried.Load()
 }

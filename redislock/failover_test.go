@@ -13,7 +13,8 @@ import (
 
 	"github.com/golocker/locker"
 	"github.com/golocker/locker/backend"
-	"github.com/golocker/locker/internal/testserver"
+	"github.com/golocker/locker/internal/drivertest"
+	"github.com/golocker/locker/internal/testserver/redisserver"
 )
 
 // prober tries to take a lock from another client over and over, and
@@ -21,12 +22,38 @@ import (
 // the lock: two owners at once.
 type prober struct {
 	m        *locker.Mutex
-	believes func() bool // the first owner holds, as far as it knows
+	first    *locker.Mutex
+	unlocked atomic.Bool // the first owner unlocked: it no longer believes it holds
 
 	grants     atomic.Int32
 	violations atomic.Int32
 	token      atomic.Uint64
 	errs       atomic.Int32
+}
+
+// probe starts a prober of m against the hold of first, which believes it
+// holds until its Lost fires or the test sets p.unlocked. stop ends the
+// prober and waits for it; it may be called more than once.
+func probe(ctx context.Context, m, first *locker.Mutex) (p *prober, stop func()) {
+	p = &prober{m: m, first: first}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() { p.run(ctx, done) })
+	var once sync.Once
+	return p, func() {
+		once.Do(func() { close(done) })
+		wg.Wait()
+	}
+}
+
+// believes reports whether the first owner holds, as far as it knows.
+func (p *prober) believes() bool {
+	select {
+	case <-p.first.Lost():
+		return false
+	default:
+		return !p.unlocked.Load()
+	}
 }
 
 func (p *prober) run(ctx context.Context, stop <-chan struct{}) {
@@ -69,8 +96,8 @@ func (p *prober) run(ctx context.Context, stop <-chan struct{}) {
 // caveat of the package doc.
 func TestSentinelFailover(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t, 2*time.Minute)
-	s := testserver.RedisSentinel(t) // its own: the test kills its master
+	ctx := drivertest.Context(t, 2*time.Minute)
+	s := redisserver.RedisSentinel(t) // its own: the test kills its master
 	url := sentinelURLOf(s)
 	const ttl = 3 * time.Second
 	a := openClient(t, url+"?wait_replicas=1&wait_timeout=2s", locker.WithTTL(ttl))
@@ -81,26 +108,8 @@ func TestSentinelFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	tokA := ma.Token()
-	var unlocked atomic.Bool
-	p := &prober{m: b.NewMutex(name), believes: func() bool {
-		select {
-		case <-ma.Lost():
-			return false
-		default:
-			return !unlocked.Load()
-		}
-	}}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() { p.run(ctx, stop) })
-	defer func() {
-		select {
-		case <-stop:
-		default:
-			close(stop)
-		}
-		wg.Wait()
-	}()
+	p, stop := probe(ctx, b.NewMutex(name), ma)
+	defer stop()
 
 	old, err := s.Master(ctx)
 	if err != nil {
@@ -133,14 +142,13 @@ func TestSentinelFailover(t *testing.T) {
 		}
 	default:
 		t.Logf("the hold survived the failover (renewed on the new master)")
-		unlocked.Store(true)
+		p.unlocked.Store(true)
 		if err := ma.Unlock(ctx); err != nil {
 			t.Errorf("Unlock on the new master: %v", err)
 		}
 	}
-	eventually(t, 30*time.Second, "the prober gets the lock after the owner is done", func() bool { return p.grants.Load() > 0 })
-	close(stop)
-	wg.Wait()
+	drivertest.Eventually(t, 30*time.Second, "the prober gets the lock after the owner is done", func() bool { return p.grants.Load() > 0 })
+	stop()
 	if v := p.violations.Load(); v != 0 {
 		t.Errorf("two owners at once: the prober got the lock %d times while the first owner believed it held it", v)
 	}
@@ -152,9 +160,9 @@ func TestSentinelFailover(t *testing.T) {
 
 // waitReplicaCaughtUp waits until every replica of master has its whole
 // replication stream.
-func waitReplicaCaughtUp(t *testing.T, ctx context.Context, master *testserver.RedisServer, servers []*testserver.RedisServer) {
+func waitReplicaCaughtUp(t *testing.T, ctx context.Context, master *redisserver.RedisServer, servers []*redisserver.RedisServer) {
 	t.Helper()
-	offset := func(srv *testserver.RedisServer, field string) int64 {
+	offset := func(srv *redisserver.RedisServer, field string) int64 {
 		r, err := srv.Do(ctx, "INFO", "replication")
 		if err != nil {
 			t.Fatalf("INFO replication: %v", err)
@@ -173,7 +181,7 @@ func waitReplicaCaughtUp(t *testing.T, ctx context.Context, master *testserver.R
 		if srv.Addr == master.Addr {
 			continue
 		}
-		eventually(t, 30*time.Second, fmt.Sprintf("replica %s at offset %d", srv.Addr, want), func() bool {
+		drivertest.Eventually(t, 30*time.Second, fmt.Sprintf("replica %s at offset %d", srv.Addr, want), func() bool {
 			return offset(srv, "slave_repl_offset") >= want
 		})
 	}
@@ -185,8 +193,8 @@ func waitReplicaCaughtUp(t *testing.T, ctx context.Context, master *testserver.R
 // lock. The holder learns at its next renewal that its hold is gone.
 func TestWaiterSurvivesARestart(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t, 2*time.Minute)
-	srv := testserver.Redis(t) // its own: the test restarts it
+	ctx := drivertest.Context(t, 2*time.Minute)
+	srv := redisserver.Redis(t) // its own: the test restarts it
 	url := "redis://" + srv.Addr
 	const ttl = 2 * time.Second
 	ma := openClient(t, url, locker.WithTTL(ttl)).NewMutex("restart")
@@ -197,7 +205,7 @@ func TestWaiterSurvivesARestart(t *testing.T) {
 	mb := bc.NewMutex("restart")
 	got := make(chan error, 1)
 	go func() { got <- mb.Lock(ctx) }()
-	eventually(t, 30*time.Second, "the waiter queued", func() bool {
+	drivertest.Eventually(t, 30*time.Second, "the waiter queued", func() bool {
 		n, err := bc.Driver().(backend.QueueInspector).Waiters(ctx, "restart")
 		return err == nil && n == 1
 	})

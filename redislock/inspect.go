@@ -33,7 +33,7 @@ func (d *Driver) Holds(ctx context.Context, prefix string) ([]backend.Hold, erro
 		return err
 	})
 	if err != nil {
-		return nil, storeErr(err)
+		return nil, d.storeErr(err)
 	}
 	for i := range out {
 		d.current(&out[i])
@@ -132,7 +132,7 @@ func (d *Driver) ForceRelease(ctx context.Context, name string) error {
 	key := d.keys.lock(name)
 	n, err := forceReleaseScript.Run(ctx, d.client, scriptKeys(key)).Int64()
 	if err != nil {
-		return storeErr(err)
+		return d.storeErr(err)
 	}
 	if n == 0 {
 		return backend.ErrNotHeld
@@ -142,18 +142,37 @@ func (d *Driver) ForceRelease(ctx context.Context, name string) error {
 }
 
 // Waiters implements backend.QueueInspector: how many owners, in every
-// process, are in name's queue in Redis with a place that has not lapsed,
-// and how many of the Driver's own wait in the process only while it holds
-// the lock (pass.go). A waiter is counted from its first call that finds
-// the lock held, or from its arrival when it waits in the process.
+// process, are in name's queue in Redis with a place that has not lapsed.
+// A waiter is counted from its first call that finds the lock held.
+// Package locker sends one waiter of a Client per name to the store; the
+// Client's other waiters are not counted here.
 func (d *Driver) Waiters(ctx context.Context, name string) (int, error) {
 	if err := validName(name); err != nil {
 		return 0, err
 	}
-	local, passed := d.localWaiters(name)
-	n, err := waitersScript.Run(ctx, d.client, scriptKeys(d.keys.lock(name)), passed...).Int()
+	n, err := waitersScript.Run(ctx, d.client, scriptKeys(d.keys.lock(name))).Int()
 	if err != nil {
-		return 0, storeErr(err)
+		return 0, d.storeErr(err)
 	}
-	return n + local, nil
+	return n, nil
+}
+
+// forcedOff records that name was freed by force.
+func (d *Driver) forcedOff(name string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if c := d.chains[name]; c != nil {
+		c.forcedOff()
+	}
+}
+
+// current replaces the owner and token of a hold that Redis has for a
+// chain of the Driver by those of the chain's hold now: Redis has the
+// chain's first hold.
+func (d *Driver) current(h *backend.Hold) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if c := d.chains[h.Name]; c != nil && c.cur != 0 && c.owner == h.Owner {
+		h.Owner, h.Token = c.curOwner, c.cur
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/golocker/locker"
+	"github.com/golocker/locker/internal/drivertest"
 )
 
 // TestInspect lists holds by prefix on every topology, names with the
@@ -24,7 +25,7 @@ func TestInspect(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			ctx := testCtx(t, time.Minute)
+			ctx := drivertest.Context(t, time.Minute)
 			url := tc.url(t)
 			c := openClient(t, url, locker.WithTTL(time.Minute))
 			prefix := "inspect/" + tc.name + "/*[x]}%/"

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/golocker/locker/backend"
+	"github.com/golocker/locker/internal/driverkit"
 )
 
 // DefaultKeyPrefix starts the Redis key of every lock unless WithKeyPrefix
@@ -58,52 +59,11 @@ func (k keys) pattern(prefix string) string {
 	return globEscape(k.prefix+"{"+escapeName(prefix)) + "*"
 }
 
-func escapeName(name string) string {
-	if !strings.ContainsAny(name, "%{}") {
-		return name
-	}
-	var b strings.Builder
-	b.Grow(len(name) + 8)
-	for i := 0; i < len(name); i++ {
-		switch c := name[i]; c {
-		case '%':
-			b.WriteString("%25")
-		case '{':
-			b.WriteString("%7B")
-		case '}':
-			b.WriteString("%7D")
-		default:
-			b.WriteByte(c)
-		}
-	}
-	return b.String()
-}
+// escapeName and unescapeName map names to the part of a key between the
+// braces of its hash tag and back: '%', '{' and '}' are percent-encoded.
+func escapeName(name string) string { return driverkit.Escape(name, "{}") }
 
-func unescapeName(s string) (string, bool) {
-	if !strings.Contains(s, "%") {
-		return s, true
-	}
-	var b strings.Builder
-	b.Grow(len(s))
-	for i := 0; i < len(s); i++ {
-		if s[i] != '%' {
-			b.WriteByte(s[i])
-			continue
-		}
-		switch {
-		case strings.HasPrefix(s[i:], "%25"):
-			b.WriteByte('%')
-		case strings.HasPrefix(s[i:], "%7B"):
-			b.WriteByte('{')
-		case strings.HasPrefix(s[i:], "%7D"):
-			b.WriteByte('}')
-		default:
-			return "", false
-		}
-		i += 2
-	}
-	return b.String(), true
-}
+func unescapeName(s string) (string, bool) { return driverkit.Unescape(s, "{}") }
 
 // globEscape quotes the characters that SCAN MATCH treats as a pattern.
 func globEscape(s string) string {

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/golocker/locker/internal/testserver"
+	"github.com/golocker/locker/internal/testserver/redisserver"
 )
 
 func TestKeys(t *testing.T) {
@@ -19,7 +19,7 @@ func TestKeys(t *testing.T) {
 		if strings.Count(key, "{") != 1 || strings.Count(key, "}") != 1 {
 			t.Errorf("lock(%q) = %q: want exactly one hash tag", name, key)
 		}
-		if a, b := testserver.KeySlot(key), testserver.KeySlot(fenceKey(key)); a != b {
+		if a, b := redisserver.KeySlot(key), redisserver.KeySlot(fenceKey(key)); a != b {
 			t.Errorf("%q: lock key in slot %d, fence key in slot %d", name, a, b)
 		}
 	}

@@ -3,17 +3,16 @@ package redislock_test
 import (
 	"context"
 	"flag"
-	"fmt"
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
-	"go.uber.org/goleak"
 
 	"github.com/golocker/locker/backend"
+	"github.com/golocker/locker/internal/drivertest"
 	"github.com/golocker/locker/internal/testserver"
+	"github.com/golocker/locker/internal/testserver/redisserver"
 	"github.com/golocker/locker/redislock"
 )
 
@@ -22,11 +21,14 @@ import (
 var servers testserver.Shared
 
 var (
-	standalone = testserver.NewLazy(&servers, testserver.Redis)
-	cluster    = testserver.NewLazy(&servers, testserver.RedisCluster)
-	sentinel   = testserver.NewLazy(&servers, testserver.RedisSentinel)
-	instances  = testserver.NewLazy(&servers, func(t testserver.TB) []*testserver.RedisServer {
-		return testserver.RedisInstances(t, 3)
+	standalone = testserver.NewLazy(&servers, redisserver.Redis)
+	persistent = testserver.NewLazy(&servers, func(t testserver.TB) *redisserver.RedisServer {
+		return redisserver.RedisWith(t, redisserver.RedisOptions{Persistence: true})
+	})
+	cluster   = testserver.NewLazy(&servers, redisserver.RedisCluster)
+	sentinel  = testserver.NewLazy(&servers, redisserver.RedisSentinel)
+	instances = testserver.NewLazy(&servers, func(t testserver.TB) []*redisserver.RedisServer {
+		return redisserver.RedisInstances(t, 3)
 	})
 )
 
@@ -41,19 +43,14 @@ func TestMain(m *testing.M) {
 	if !testing.Verbose() {
 		redis.SetLogger(quiet{})
 	}
-	code := servers.Main(m)
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(drivertest.Main(m, &servers))
 }
 
 // URLs of the shared deployments.
 
-func standaloneURL(t *testing.T) string { return "redis://" + standalone.Get(t).Addr }
+func standaloneURL(t *testing.T) string { return standaloneURLOf(t) }
+
+func standaloneURLOf(t testing.TB) string { return "redis://" + standalone.Get(t).Addr }
 
 func clusterURL(t *testing.T) string {
 	return "redis+cluster://" + strings.Join(cluster.Get(t).Addrs(), ",")
@@ -61,13 +58,13 @@ func clusterURL(t *testing.T) string {
 
 func sentinelURL(t *testing.T) string { return sentinelURLOf(sentinel.Get(t)) }
 
-func sentinelURLOf(s *testserver.RedisSentinelServer) string {
+func sentinelURLOf(s *redisserver.RedisSentinelServer) string {
 	return "redis+sentinel://" + strings.Join(s.SentinelAddrs(), ",") + "/" + s.MasterName
 }
 
 func redlockURL(t *testing.T) string { return redlockURLOf(instances.Get(t)) }
 
-func redlockURLOf(rs []*testserver.RedisServer) string {
+func redlockURLOf(rs []*redisserver.RedisServer) string {
 	addrs := make([]string, len(rs))
 	for i, r := range rs {
 		addrs[i] = r.Addr
@@ -75,34 +72,8 @@ func redlockURLOf(rs []*testserver.RedisServer) string {
 	return "redlock://" + strings.Join(addrs, ",")
 }
 
-// testCtx returns a context that ends with a generous bound on the test.
-func testCtx(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // openAny opens the driver of url, closed when the test ends.
 func openAny(t *testing.T, url string, opts ...redislock.Option) backend.Driver {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	d, err := redislock.Open(ctx, url, opts...)
-	if err != nil {
-		t.Fatalf("Open(%s): %v", url, err)
-	}
-	t.Cleanup(func() { _ = d.Close() })
-	return d
-}
-
-// eventually polls cond until it is true or d has passed.
-func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not true within %v", what, d)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	return drivertest.Open(t, url, func(ctx context.Context) (backend.Driver, error) { return redislock.Open(ctx, url, opts...) })
 }

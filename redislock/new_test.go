@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/golocker/locker"
+	"github.com/golocker/locker/internal/drivertest"
 	"github.com/golocker/locker/redislock"
 )
 
@@ -58,7 +59,7 @@ func must[T any](_ T, err error) error { return err }
 // client open when it closes.
 func TestNewDoesNotCloseTheUsersClient(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t, time.Minute)
+	ctx := drivertest.Context(t, time.Minute)
 	rdb := redis.NewClient(&redis.Options{Addr: standalone.Get(t).Addr, ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	d, err := redislock.New(rdb, redislock.WithKeyPrefix("mine:"))

@@ -3,19 +3,17 @@ package redislock
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
-	"errors"
 	"fmt"
 	"net"
 	"net/url"
-	"os"
-	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/golocker/locker"
 	"github.com/golocker/locker/backend"
+	"github.com/golocker/locker/internal/driverkit"
 )
 
 // URL schemes this package registers with package locker.
@@ -40,19 +38,7 @@ func init() {
 // a majority of them). opts apply after the URL's parameters. The password
 // never appears in an error.
 func Open(ctx context.Context, rawURL string, opts ...Option) (backend.Driver, error) {
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err // its message repeats the URL, password included
-		}
-		return nil, fmt.Errorf("redislock: open %s: %w: %v", locker.Redact(rawURL), backend.ErrBadURL, err)
-	}
-	d, err := openURL(ctx, u, opts)
-	if err != nil {
-		return nil, fmt.Errorf("redislock: open %s: %w", locker.Redact(rawURL), err)
-	}
-	return d, nil
+	return driverkit.Open("redislock", rawURL, func(u *url.URL) (backend.Driver, error) { return openURL(ctx, u, opts) })
 }
 
 func open(ctx context.Context, u *url.URL) (backend.Driver, error) { return openURL(ctx, u, nil) }
@@ -66,13 +52,14 @@ func openURL(ctx context.Context, u *url.URL, extra []Option) (backend.Driver, e
 	if err := o.apply(append(cfg.opts, extra...)); err != nil {
 		return nil, err
 	}
+	dials := newDialLog(o.dialer)
 	if cfg.scheme == SchemeRedLock {
 		if err := o.refuse("RedLock", "WithWaitReplicas"); err != nil {
 			return nil, err
 		}
 		clients := make([]redis.UniversalClient, len(cfg.addrs))
 		for i, a := range cfg.addrs {
-			clients[i] = redis.NewClient(cfg.clientOptions(a, nil))
+			clients[i] = redis.NewClient(cfg.clientOptions(a, nil, dials.Dial))
 		}
 		rl := newRedLock(clients, o, true)
 		if err := rl.ping(ctx); err != nil {
@@ -84,15 +71,30 @@ func openURL(ctx context.Context, u *url.URL, extra []Option) (backend.Driver, e
 	if err := o.refuse("a Redis Driver", "WithInstanceTimeout"); err != nil {
 		return nil, err
 	}
-	client, err := cfg.client()
+	client, err := cfg.client(dials.Dial)
 	if err != nil {
 		return nil, err
 	}
-	if err := client.Ping(ctx).Err(); err != nil {
+	d := newDriver(client, o, true)
+	d.dials = dials
+	if err := pingWithin(ctx, client); err != nil {
 		_ = client.Close()
-		return nil, fmt.Errorf("redislock: %s: PING: %w", strings.Join(cfg.addrs, ","), err)
+		return nil, fmt.Errorf("PING: %w", d.storeErr(err))
 	}
-	return newDriver(client, o, true), nil
+	return d, nil
+}
+
+// pingWithin PINGs client, returning when ctx ends even if go-redis does
+// not (a Sentinel client looks for its master first).
+func pingWithin(ctx context.Context, client redis.UniversalClient) error {
+	errc := make(chan error, 1)
+	go func() { errc <- client.Ping(ctx).Err() }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // ping checks that a majority of the instances answer.
@@ -115,7 +117,7 @@ func (rl *RedLock) ping(ctx context.Context) error {
 // client creates the go-redis client of a redis, rediss, redis+sentinel or
 // redis+cluster URL. ContextTimeoutEnabled makes ctx deadlines bound
 // network calls.
-func (cfg *urlConfig) client() (redis.UniversalClient, error) {
+func (cfg *urlConfig) client(dial driverkit.DialFunc) (redis.UniversalClient, error) {
 	var tc *tls.Config
 	if cfg.scheme == SchemeTLS {
 		var err error
@@ -138,6 +140,7 @@ func (cfg *urlConfig) client() (redis.UniversalClient, error) {
 			WriteTimeout:          cfg.writeTimeout,
 			PoolSize:              cfg.poolSize,
 			ContextTimeoutEnabled: true,
+			Dialer:                dial,
 		}), nil
 	case SchemeCluster:
 		return redis.NewClusterClient(&redis.ClusterOptions{
@@ -149,12 +152,16 @@ func (cfg *urlConfig) client() (redis.UniversalClient, error) {
 			WriteTimeout:          cfg.writeTimeout,
 			PoolSize:              cfg.poolSize,
 			ContextTimeoutEnabled: true,
+			Dialer:                dial,
 		}), nil
 	}
-	return redis.NewClient(cfg.clientOptions(cfg.addrs[0], tc)), nil
+	return redis.NewClient(cfg.clientOptions(cfg.addrs[0], tc, dial)), nil
 }
 
-func (cfg *urlConfig) clientOptions(addr string, tc *tls.Config) *redis.Options {
+func (cfg *urlConfig) clientOptions(addr string, tc *tls.Config, dial driverkit.DialFunc) *redis.Options {
+	if tc != nil {
+		dial = tlsDial(dial, tc)
+	}
 	return &redis.Options{
 		Addr:                  addr,
 		Username:              cfg.username,
@@ -166,38 +173,73 @@ func (cfg *urlConfig) clientOptions(addr string, tc *tls.Config) *redis.Options 
 		WriteTimeout:          cfg.writeTimeout,
 		PoolSize:              cfg.poolSize,
 		ContextTimeoutEnabled: true,
+		Dialer:                dial,
 	}
 }
 
 // tlsConfig builds the TLS configuration of a rediss URL, reading the
-// files it names.
+// files it names. The server name defaults to the host's.
 func (cfg *urlConfig) tlsConfig() (*tls.Config, error) {
-	t := cfg.tlsParams()
-	host, _, _ := net.SplitHostPort(cfg.addrs[0])
-	tc := &tls.Config{
-		MinVersion:         tls.VersionTLS12,
-		ServerName:         host,
-		InsecureSkipVerify: t.insecureSkipVerify, //nolint:gosec // asked for in the URL
+	tc, err := cfg.tls.Config()
+	if err != nil {
+		return nil, badURL("rediss: %v", err)
 	}
-	if t.serverName != "" {
-		tc.ServerName = t.serverName
-	}
-	if t.caFile != "" {
-		pem, err := os.ReadFile(t.caFile)
-		if err != nil {
-			return nil, fmt.Errorf("redislock: tls_ca_file: %w", err)
-		}
-		tc.RootCAs = x509.NewCertPool()
-		if !tc.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("redislock: tls_ca_file %s: no PEM certificate in it", t.caFile)
-		}
-	}
-	if t.certFile != "" {
-		cert, err := tls.LoadX509KeyPair(t.certFile, t.keyFile)
-		if err != nil {
-			return nil, fmt.Errorf("redislock: tls_cert_file/tls_key_file: %w", err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
+	if tc.ServerName == "" {
+		tc.ServerName, _, _ = net.SplitHostPort(cfg.addrs[0])
 	}
 	return tc, nil
+}
+
+// tlsDial wraps dial with a TLS handshake: go-redis does its own TLS only
+// when it dials itself.
+func tlsDial(dial driverkit.DialFunc, tc *tls.Config) driverkit.DialFunc {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		tconn := tls.Client(c, tc.Clone())
+		if err := tconn.HandshakeContext(ctx); err != nil {
+			c.Close()
+			return nil, err
+		}
+		return tconn, nil
+	}
+}
+
+// dialLog remembers the last error of a client's dials: go-redis retries a
+// dial until the call's ctx ends, and then reports only the ctx's error.
+type dialLog struct {
+	mu   sync.Mutex
+	err  error
+	dial driverkit.DialFunc
+}
+
+func newDialLog(dial driverkit.DialFunc) *dialLog {
+	if dial == nil {
+		var d net.Dialer
+		dial = d.DialContext
+	}
+	return &dialLog{dial: dial}
+}
+
+// Dial dials through the log's dial function and records the outcome.
+func (l *dialLog) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	c, err := l.dial(ctx, network, addr)
+	if err == nil || ctx.Err() == nil {
+		l.mu.Lock()
+		l.err = err
+		l.mu.Unlock()
+	}
+	return c, err
+}
+
+// last returns the last dial error, or nil after a dial succeeded.
+func (l *dialLog) last() error {
+	if l == nil {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
 }

@@ -1,10 +1,11 @@
 package redislock
 
 import (
-	"fmt"
+	"context"
+	"net"
 	"time"
 
-	"github.com/golocker/locker"
+	"github.com/golocker/locker/internal/driverkit"
 )
 
 // maxWait caps every wait between two tries of a waiting Acquire. Pub/sub
@@ -21,31 +22,23 @@ const cleanupTimeout = 2 * time.Second
 type Option func(*options) error
 
 type options struct {
+	dialer          driverkit.DialFunc // clients opened from a URL dial through it
 	keyPrefix       string
 	waitReplicas    int
 	waitTimeout     time.Duration
 	instanceTimeout time.Duration
 	batch           int
+	directCalls     int // acquire calls sent on their own at a time (coalesce.go); tests set 0
 
 	// names of the options set, to refuse those that do not apply
 	set []string
 }
 
 func defaultOptions() options {
-	return options{keyPrefix: DefaultKeyPrefix}
+	return options{keyPrefix: DefaultKeyPrefix, directCalls: directCalls}
 }
 
-func (o *options) apply(opts []Option) error {
-	for _, f := range opts {
-		if f == nil {
-			continue
-		}
-		if err := f(o); err != nil {
-			return err
-		}
-	}
-	return nil
-}
+func (o *options) apply(opts []Option) error { return driverkit.Apply(o, opts) }
 
 // refuse returns an error if one of the named options was set.
 func (o *options) refuse(driver string, names ...string) error {
@@ -62,13 +55,22 @@ func (o *options) refuse(driver string, names ...string) error {
 // optionError reports a bad option. It matches locker.ErrInvalidOption
 // with errors.Is.
 func optionError(format string, args ...any) error {
-	return &optError{msg: fmt.Sprintf(format, args...)}
+	return driverkit.BadOption("redislock", format, args...)
 }
 
-type optError struct{ msg string }
-
-func (e *optError) Error() string { return "redislock: invalid option: " + e.msg }
-func (e *optError) Unwrap() error { return locker.ErrInvalidOption }
+// WithDialer makes the clients that Open creates dial through dial (a
+// proxy, or a test's conformance.FaultNet). A Driver from New uses its
+// client's own Dialer: set it there.
+func WithDialer(dial func(ctx context.Context, network, address string) (net.Conn, error)) Option {
+	return func(o *options) error {
+		if dial == nil {
+			return optionError("nil dialer")
+		}
+		o.dialer = dial
+		o.set = append(o.set, "WithDialer")
+		return nil
+	}
+}
 
 // WithKeyPrefix sets the prefix of every key the driver writes (default
 // DefaultKeyPrefix, "golocker:"), so that several applications can share a

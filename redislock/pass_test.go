@@ -5,16 +5,21 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/golocker/locker"
+	"github.com/golocker/locker/internal/drivertest"
 	"github.com/golocker/locker/redislock"
 )
+
+// Passing: package locker keeps a Client's waiters for a name in the
+// Client, and asks the driver to pass a hold to the next of them
+// (backend.Passer); redislock passes it within the hold in Redis, with the
+// next reserved token, unless another process's waiter may be first
+// (chain.go, whose state machine chain_test.go tests without Redis). These
+// tests run it against Redis.
 
 // holdOf returns the token Redis has for name's hold, 0 when not held.
 func holdOf(t *testing.T, ctx context.Context, c *locker.Client, name string) uint64 {
@@ -31,15 +36,14 @@ func holdOf(t *testing.T, ctx context.Context, c *locker.Client, name string) ui
 	return 0
 }
 
-// TestALocalWaiterIsPassedTheLock: 4 waiters of one Driver, queued behind
-// another process's holder. The first gets the lock by hand-off; each
-// release after that passes it to the next local waiter without freeing
-// it, which shows in the tokens: one more each time (the hand-off reserved
-// them), where a release and a new grant would skip the reserved ones.
-// Holds reports each passed hold, and Waiters the waiters left (not those
-// passed the lock, whose places in Redis stay until the chain ends). The
-// last release frees the lock, and the next grant's token is above every
-// passed one.
+// TestALocalWaiterIsPassedTheLock: 4 waiters of one Client, behind
+// another process's holder. The first waits in Redis and gets the lock by
+// hand-off; the others wait in the Client, and each release passes the
+// lock to the next without freeing it, which shows in the tokens: one more
+// each time (the hand-off reserved them), where a release and a new grant
+// would skip the reserved ones. Holds reports each passed hold, and only
+// one waiter of the Client is ever in Redis. The last release frees the
+// lock, and the next grant's token is above every passed one.
 func TestALocalWaiterIsPassedTheLock(t *testing.T) {
 	t.Parallel()
 	ctx, name, c, other := passSetup(t, time.Minute)
@@ -61,8 +65,9 @@ func TestALocalWaiterIsPassedTheLock(t *testing.T) {
 			}
 			granted <- m
 		})
-		awaitWaiters(t, ctx, c, name, i+1)
+		awaitLocalWaiters(t, c, name, i+1)
 	}
+	awaitWaiters(t, ctx, c, name, 1)
 	if err := holder.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -82,11 +87,10 @@ func TestALocalWaiterIsPassedTheLock(t *testing.T) {
 		if i > 0 && tok != tokens[i-1]+1 {
 			t.Errorf("grant %d: token %d after %d: not passed", i, tok, tokens[i-1])
 		}
-		if k, err := c.Driver().(interface {
-			Waiters(context.Context, string) (int, error)
-		}).Waiters(ctx, name); err != nil || k != n-1-i {
-			t.Errorf("after grant %d: Waiters = %d, %v; want %d", i, k, err, n-1-i)
+		if k := c.LocalWaiters(name); k != n-1-i {
+			t.Errorf("after grant %d: LocalWaiters = %d, want %d", i, k, n-1-i)
 		}
+		awaitWaiters(t, ctx, c, name, 0)
 		if got := holdOf(t, ctx, c, name); got != tok {
 			t.Errorf("grant %d: Holds has token %d, the holder %d", i, got, tok)
 		}
@@ -104,9 +108,9 @@ func TestALocalWaiterIsPassedTheLock(t *testing.T) {
 	unlock(t, ctx, next)
 }
 
-// TestAPassDoesNotOvertakeAnotherProcess: a local waiter that began to
-// wait after another process's waiter, once the holder's Driver was told
-// of it, is not passed the lock ahead of it.
+// TestAPassDoesNotOvertakeAnotherProcess: once the holder's Driver is told
+// that another process's waiter queued, the Client's own later waiter is
+// not passed the lock ahead of it.
 func TestAPassDoesNotOvertakeAnotherProcess(t *testing.T) {
 	t.Parallel()
 	ctx, name, c, remote := passSetup(t, time.Minute)
@@ -116,12 +120,12 @@ func TestAPassDoesNotOvertakeAnotherProcess(t *testing.T) {
 	rGot := lockAsync(ctx, r)
 	awaitWaiters(t, ctx, c, name, 1)
 	d := c.Driver().(*redislock.Driver)
-	eventually(t, 10*time.Second, "the holder's Driver is told of the other process's waiter", func() bool {
+	drivertest.Eventually(t, 10*time.Second, "the holder's Driver is told of the other process's waiter", func() bool {
 		return redislock.RemoteQueued(d, name)
 	})
 	local := c.NewMutex(name)
 	localGot := lockAsync(ctx, local)
-	awaitWaiters(t, ctx, c, name, 2)
+	awaitLocalWaiters(t, c, name, 1)
 	if err := holder.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -137,10 +141,10 @@ func TestAPassDoesNotOvertakeAnotherProcess(t *testing.T) {
 }
 
 // TestAPassOfALostLockIsLost: the holder's key is deleted behind its back
-// while a waiter of its Driver waits in the process. The release, which
-// does not call Redis, passes the lock; the passed hold's token is below
-// that of the next owner, who finds the lock free, and its Unlock reports
-// ErrLost without touching the next owner's lock.
+// while a waiter of its Client waits. The release, which does not call
+// Redis, passes the lock; the passed hold's token is below that of the
+// next owner, who finds the lock free, and its Unlock reports ErrLost
+// without touching the next owner's lock.
 func TestAPassOfALostLockIsLost(t *testing.T) {
 	t.Parallel()
 	ctx, name, c, other := passSetup(t, time.Minute)
@@ -172,11 +176,13 @@ func TestAPassOfALostLockIsLost(t *testing.T) {
 	}
 }
 
-// TestLocalWaitersOfALostChainQueue: the holder's key is deleted behind
-// its back; its next renewal finds it gone, and its Driver's waiter that
-// waited in the process queues in Redis and takes the free lock, while
-// the old holder, which has not unlocked, is told it lost its hold.
-func TestLocalWaitersOfALostChainQueue(t *testing.T) {
+// TestALostHoldKeepsItsClientsWaitersUntilUnlocked: the holder's key is
+// deleted behind its back; its next renewal finds it gone and tells the
+// holder. Like a sync.Mutex, the handle stays locked until its owner
+// unlocks (another process could take the lock meanwhile, not another
+// owner of the Client); the Unlock reports ErrLost, and the Client's
+// waiter then gets the lock from Redis with a higher token.
+func TestALostHoldKeepsItsClientsWaitersUntilUnlocked(t *testing.T) {
 	t.Parallel()
 	const ttl = 900 * time.Millisecond
 	ctx, name, c, other := passSetup(t, ttl)
@@ -188,21 +194,20 @@ func TestLocalWaitersOfALostChainQueue(t *testing.T) {
 	if err := del(ctx, srv, c.Driver().(*redislock.Driver).Key(name)); err != nil {
 		t.Fatal(err)
 	}
+	select {
+	case <-holder.Lost():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the holder was not told it lost its hold")
+	}
+	stillWaits(t, waiterGot, "the Client's waiter, before the lost hold's owner unlocked")
+	if err := holder.Unlock(ctx); !errors.Is(err, locker.ErrLost) {
+		t.Errorf("the old holder's Unlock = %v, want ErrLost", err)
+	}
 	mustLock(t, waiterGot, "waiter")
 	if waiter.Token() <= held {
 		t.Errorf("the waiter's token %d is not above the lost hold's %d", waiter.Token(), held)
 	}
-	select {
-	case <-holder.Lost():
-	case <-time.After(5 * time.Second):
-		t.Error("the old holder was not told it lost its hold")
-	}
-	if err := holder.Unlock(ctx); !errors.Is(err, locker.ErrLost) {
-		t.Errorf("the old holder's Unlock = %v, want ErrLost", err)
-	}
-	if err := waiter.Unlock(ctx); err != nil {
-		t.Errorf("the waiter's Unlock = %v", err)
-	}
+	unlock(t, ctx, waiter)
 }
 
 // handedOff returns a handle of c that holds name by a hand-off from a
@@ -228,7 +233,7 @@ func handedOff(t *testing.T, ctx context.Context, c, other *locker.Client, name 
 func passSetup(t *testing.T, ttl time.Duration) (ctx context.Context, name string, c, other *locker.Client) {
 	t.Helper()
 	url := standaloneURL(t)
-	return testCtx(t, time.Minute), "pass/" + t.Name(),
+	return drivertest.Context(t, time.Minute), "pass/" + t.Name(),
 		openClient(t, url, locker.WithTTL(ttl)), openClient(t, url, locker.WithTTL(ttl))
 }
 
@@ -257,7 +262,7 @@ func takeFree(t *testing.T, ctx context.Context, c *locker.Client, name string, 
 		}
 		return m
 	}
-	eventually(t, within, name+" is free", try)
+	drivertest.Eventually(t, within, name+" is free", try)
 	return m
 }
 
@@ -269,17 +274,15 @@ func unlock(t *testing.T, ctx context.Context, m *locker.Mutex) {
 	}
 }
 
-// awaitLocalWaiters waits until n of c's waiters for name wait in the
-// process only.
+// awaitLocalWaiters waits until c has n acquisitions of name waiting.
 func awaitLocalWaiters(t *testing.T, c *locker.Client, name string, n int) {
 	t.Helper()
-	d := c.Driver().(*redislock.Driver)
-	eventually(t, 10*time.Second, fmt.Sprintf("%d local waiter(s)", n), func() bool {
-		return redislock.LocalWaiters(d, name) == n
+	drivertest.Eventually(t, 10*time.Second, fmt.Sprintf("%d waiter(s) in the Client", n), func() bool {
+		return c.LocalWaiters(name) == n
 	})
 }
 
-// TestPassesRaceCancelledWaiters: 8 handles of one Driver take turns, some
+// TestPassesRaceCancelledWaiters: 8 handles of one Client take turns, some
 // Locks with deadlines that end while the lock may be passed to them. No
 // two hold at once, and at the end the lock is free at once, not after a
 // lease: a waiter that gave up as it was passed the lock passed it on.
@@ -338,7 +341,7 @@ func TestPassesRaceCancelledWaiters(t *testing.T) {
 			}
 		})
 	}
-	time.Sleep(10 * time.Millisecond) // let some wait before the hand-off
+	awaitLocalWaiters(t, c, name, 8) // all wait before the hand-off
 	if err := first.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -354,8 +357,9 @@ func TestPassesRaceCancelledWaiters(t *testing.T) {
 }
 
 // TestAGrantBehindAnotherProcessIsNotPassedOn: a waiter of another process
-// queued before the lock was handed to this Driver's waiter; the Driver's
-// later waiter is not passed the lock ahead of it.
+// queued before the lock was handed to this Client's waiter (the grant
+// reserved no tokens); the Client's later waiter is not passed the lock
+// ahead of it.
 func TestAGrantBehindAnotherProcessIsNotPassedOn(t *testing.T) {
 	t.Parallel()
 	ctx, name, c, remote := passSetup(t, time.Minute)
@@ -373,19 +377,19 @@ func TestAGrantBehindAnotherProcessIsNotPassedOn(t *testing.T) {
 	if err := holder.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	mustLock(t, aGot, "the Driver's first waiter")
+	mustLock(t, aGot, "the Client's first waiter")
 	local := c.NewMutex(name)
 	localGot := lockAsync(ctx, local)
-	awaitWaiters(t, ctx, c, name, 2)
+	awaitLocalWaiters(t, c, name, 1)
 	if err := a.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
 	mustLock(t, rGot, "the other process's waiter")
-	stillWaits(t, localGot, "the Driver's later waiter, while the other process's waiter ahead of it holds the lock")
+	stillWaits(t, localGot, "the Client's later waiter, while the other process's waiter ahead of it holds the lock")
 	if err := r.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	mustLock(t, localGot, "the Driver's later waiter")
+	mustLock(t, localGot, "the Client's later waiter")
 	unlock(t, ctx, local)
 }
 
@@ -398,10 +402,7 @@ func TestNoPassBetweenDifferentTTLs(t *testing.T) {
 	holder, held := handedOff(t, ctx, c, other, name)
 	waiter := c.NewMutex(name, locker.WithTTL(2*time.Minute))
 	got := lockAsync(ctx, waiter)
-	awaitWaiters(t, ctx, c, name, 1)
-	if n := redislock.LocalWaiters(c.Driver().(*redislock.Driver), name); n != 0 {
-		t.Errorf("%d local waiters with another TTL than the holder's", n)
-	}
+	awaitLocalWaiters(t, c, name, 1)
 	if err := holder.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -413,11 +414,11 @@ func TestNoPassBetweenDifferentTTLs(t *testing.T) {
 }
 
 // TestCloseEndsLocalWaiters: closing the Client ends a Lock that waits in
-// the process with ErrClosed and releases the hold, so another process
+// the Client with ErrClosed and releases the hold, so another process
 // takes the lock at once.
 func TestCloseEndsLocalWaiters(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t, time.Minute)
+	ctx := drivertest.Context(t, time.Minute)
 	url := standaloneURL(t)
 	name := "pass/" + t.Name()
 	c, err := locker.Open(ctx, url, locker.WithTTL(time.Minute))
@@ -438,52 +439,10 @@ func TestCloseEndsLocalWaiters(t *testing.T) {
 	unlock(t, ctx, takeFree(t, ctx, other, name, 0))
 }
 
-// TestAStrayGrantIsReleased: a waiter queued in Redis is passed the lock
-// by its Driver, so its place is left in Redis for a while. Another
-// process frees the lock by force, and Redis hands it to that place. The
-// Driver releases that grant at once, so a third owner need not wait for
-// its lease, and the passed hold is told it lost the lock.
-func TestAStrayGrantIsReleased(t *testing.T) {
-	t.Parallel()
-	ctx, name, c, other := passSetup(t, time.Minute)
-	holder := other.NewMutex(name)
-	if err := holder.Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	a, b := c.NewMutex(name), c.NewMutex(name)
-	aGot := lockAsync(ctx, a)
-	awaitWaiters(t, ctx, c, name, 1)
-	bGot := lockAsync(ctx, b)
-	awaitWaiters(t, ctx, c, name, 2)
-	if err := holder.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	mustLock(t, aGot, "a")
-	tokA := a.Token()
-	if err := a.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	mustLock(t, bGot, "b")
-	if b.Token() != tokA+1 {
-		t.Fatalf("b's token %d after a's %d: not passed", b.Token(), tokA)
-	}
-	if err := other.ForceRelease(ctx, name); err != nil {
-		t.Fatal(err)
-	}
-	third := takeFree(t, ctx, other, name, 10*time.Second)
-	if err := b.Unlock(ctx); !errors.Is(err, locker.ErrLost) {
-		t.Errorf("the passed hold's Unlock = %v, want ErrLost", err)
-	}
-	if err := third.Unlock(ctx); err != nil {
-		t.Errorf("the third owner's Unlock = %v", err)
-	}
-}
-
-// TestBatchPassesBeforeAnotherProcess: with batch=2, a Driver that holds
+// TestBatchPassesBeforeAnotherProcess: with batch=2, a Client that holds
 // the lock while another process's waiter waits passes it to two of its
-// own later waiters first (they wait in the process, with no call), then
-// lets Redis hand it to that waiter, and its third waiter comes after.
-// Tokens go up all the way. Without batch,
+// own later waiters first, then lets Redis hand it to that waiter, and its
+// third waiter comes after. Tokens go up all the way. Without batch,
 // TestAPassDoesNotOvertakeAnotherProcess holds.
 func TestBatchPassesBeforeAnotherProcess(t *testing.T) {
 	t.Parallel()
@@ -498,7 +457,7 @@ func TestBatchPassesBeforeAnotherProcess(t *testing.T) {
 	rGot := lockAsync(ctx, r)
 	awaitWaiters(t, ctx, c, name, 1)
 	d := c.Driver().(*redislock.Driver)
-	eventually(t, 10*time.Second, "the holder's Driver is told of the other process's waiter", func() bool {
+	drivertest.Eventually(t, 10*time.Second, "the holder's Driver is told of the other process's waiter", func() bool {
 		return redislock.RemoteQueued(d, name)
 	})
 	var own [3]*locker.Mutex
@@ -506,7 +465,6 @@ func TestBatchPassesBeforeAnotherProcess(t *testing.T) {
 	for i := range own {
 		own[i] = c.NewMutex(name)
 		got[i] = lockAsync(ctx, own[i])
-		awaitWaiters(t, ctx, c, name, 2+i)
 		awaitLocalWaiters(t, c, name, i+1)
 	}
 
@@ -534,9 +492,9 @@ func TestBatchPassesBeforeAnotherProcess(t *testing.T) {
 // TestBatchAfterAGrantBehindAnotherProcess: a grant made while another
 // process's waiter is queued reserves no tokens (the chain would pass
 // nothing, TestAGrantBehindAnotherProcessIsNotPassedOn). With batch=1 the
-// Driver reserves them itself before Lock returns, passes the lock once
-// to its own waiter queued in Redis behind the other process's, and then
-// lets the other process's waiter have it.
+// Driver reserves them itself before Lock returns, passes the lock once to
+// its Client's own waiter, and then lets the other process's waiter have
+// it.
 func TestBatchAfterAGrantBehindAnotherProcess(t *testing.T) {
 	t.Parallel()
 	ctx, name, _, remote := passSetup(t, time.Minute)
@@ -549,15 +507,13 @@ func TestBatchAfterAGrantBehindAnotherProcess(t *testing.T) {
 	m := c.NewMutex(name)
 	mGot := lockAsync(ctx, m)
 	awaitWaiters(t, ctx, c, name, 1)
-	r := remote.NewMutex(name)
+	// Another process's waiter: not remote's, whose own owner holds.
+	r := openClient(t, standaloneURL(t), locker.WithTTL(time.Minute)).NewMutex(name)
 	rGot := lockAsync(ctx, r)
 	awaitWaiters(t, ctx, c, name, 2)
 	own := c.NewMutex(name)
 	ownGot := lockAsync(ctx, own)
-	awaitWaiters(t, ctx, c, name, 3)
-	eventually(t, 10*time.Second, "the waiters' calls returned", func() bool {
-		return redislock.CalledWaiters(d, name) == 2
-	})
+	awaitLocalWaiters(t, c, name, 2)
 	unlock(t, ctx, first)
 	mustLock(t, mGot, "the first waiter")
 	if n := redislock.PassTokens(d, name); n == 0 {
@@ -586,92 +542,31 @@ func TestBatchAfterAGrantBehindAnotherProcess(t *testing.T) {
 // the lock for 1,700 turns in a row.
 func TestQueuedBeforeTheChainBegins(t *testing.T) {
 	t.Parallel()
-	ctx, name, c, _ := passSetup(t, time.Minute)
+	ctx, name, c, other := passSetup(t, time.Minute)
 	d := c.Driver().(*redislock.Driver)
+	// A Driver hears "q" messages, and its grants start chains, once its
+	// inbox is subscribed: one wait subscribes it.
+	h := takeFree(t, ctx, other, name, 0)
+	w := c.NewMutex(name)
+	got := lockAsync(ctx, w)
+	awaitLocalWaiters(t, c, name, 1)
+	unlock(t, ctx, h)
+	mustLock(t, got, "the waiter that subscribes the inbox")
+	unlock(t, ctx, w)
+
 	redislock.Queued(d, name)
-	m := takeFree(t, ctx, c, name, 0)
+	m := c.NewMutex(name)
+	mustLock(t, lockAsync(ctx, m), "the lock after the message")
 	if !redislock.RemoteQueued(d, name) {
 		t.Error("the chain begun after the message does not know of the other process's waiter")
 	}
 	unlock(t, ctx, m)
-	m = takeFree(t, ctx, c, name, 0)
+	m = c.NewMutex(name)
+	mustLock(t, lockAsync(ctx, m), "the next lock")
 	if redislock.RemoteQueued(d, name) {
 		t.Error("the message also marked the next chain")
 	}
 	unlock(t, ctx, m)
-}
-
-// TestALateCallsPlaceIsReleased: a waiter queued in Redis is passed the
-// lock while a call of its own, renewing its place, is on its way; the
-// chain takes the place away, and the call, landing after, makes it
-// again. The test makes that place by hand once the chain has ended.
-// Redis then hands the lock to it; the Driver, which knows the owner for
-// one that was passed the lock while calling, releases the grant at
-// once, so the next owner does not wait out its lease.
-func TestALateCallsPlaceIsReleased(t *testing.T) {
-	t.Parallel()
-	ctx, name, c, other := passSetup(t, time.Minute)
-	d := c.Driver().(*redislock.Driver)
-	rdb := redis.NewClient(&redis.Options{Addr: standalone.Get(t).Addr})
-	defer rdb.Close()
-	key := d.Key(name)
-
-	holder := other.NewMutex(name)
-	if err := holder.Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	a, b := c.NewMutex(name), c.NewMutex(name)
-	aGot := lockAsync(ctx, a)
-	awaitWaiters(t, ctx, c, name, 1)
-	bGot := lockAsync(ctx, b)
-	awaitWaiters(t, ctx, c, name, 2)
-	places, err := rdb.HGetAll(ctx, key+":waiters").Result()
-	if err != nil || len(places) != 2 {
-		t.Fatalf("places: %v, %v", places, err)
-	}
-	unlock(t, ctx, holder)
-	mustLock(t, aGot, "a")
-	// b's place is the one left; its owner, and whether it is calling,
-	// are the Driver's.
-	var bOwner, bEntry string
-	for o, e := range places {
-		if rdb.HExists(ctx, key+":waiters", o).Val() {
-			bOwner, bEntry = o, e
-		}
-	}
-	if bOwner == "" {
-		t.Fatal("b's place is gone")
-	}
-	redislock.AddCall(d, bOwner) // as if its renewal were on its way
-	unlock(t, ctx, a)
-	mustLock(t, bGot, "b")
-	unlock(t, ctx, b) // the chain ends: b's place goes, the lock is free
-
-	// The late call lands: b's place again, live for a while.
-	_, lease, inbox := splitEntry(t, bEntry)
-	deadline := time.Now().Add(5 * time.Second).UnixMilli()
-	if err := rdb.RPush(ctx, key+":queue", bOwner).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if err := rdb.HSet(ctx, key+":waiters", bOwner, fmt.Sprintf("%d %s %s", deadline, lease, inbox)).Err(); err != nil {
-		t.Fatal(err)
-	}
-	// The next Lock finds the lock free, hands it to that place and
-	// queues; the Driver releases the stray grant, and it gets the lock.
-	next := other.NewMutex(name)
-	nextGot := lockAsync(ctx, next)
-	mustLock(t, nextGot, "the next owner, after a grant to the late place")
-	unlock(t, ctx, next)
-}
-
-// splitEntry splits a waiter's entry in Redis: deadline, lease, inbox.
-func splitEntry(t *testing.T, e string) (deadline, lease, inbox string) {
-	t.Helper()
-	parts := strings.SplitN(e, " ", 3)
-	if len(parts) != 3 {
-		t.Fatalf("entry %q", e)
-	}
-	return parts[0], parts[1], parts[2]
 }
 
 // mustLock fails the test unless the Lock started by lockAsync returns

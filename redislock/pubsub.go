@@ -138,7 +138,7 @@ func (d *Driver) listen(b *inbox, msgs <-chan any) {
 
 // onGrant passes a grant, "<token> <owner>" or "<token>-<last> <owner>",
 // to the waiter it names, if it still waits; "q <key>" says that another
-// Driver's waiter queued behind the Driver's hold of key (pass.go).
+// Driver's waiter queued behind the Driver's hold of key (chain.go).
 func (d *Driver) onGrant(payload string) {
 	if key, ok := strings.CutPrefix(payload, "q "); ok {
 		d.onQueued(key)
@@ -159,13 +159,15 @@ func (d *Driver) onGrant(payload string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if w := d.waiters[owner]; w != nil {
+		// The newest grant wins: an older one still unread has lapsed.
 		select {
-		case w.grant <- grant{token, last}:
+		case <-w.grant:
 		default:
 		}
-		return
+		w.grant <- grant{token, last}
 	}
-	d.strayGrantLocked(owner)
+	// A grant to an owner that no longer waits: its waiter gave up, and
+	// its leaving call releases it.
 }
 
 // wakeAll makes every waiter of the Driver call Redis now, and every
@@ -178,6 +180,6 @@ func (d *Driver) wakeAll() {
 		w.poke()
 	}
 	for _, c := range d.chains {
-		c.remote = true
+		c.reconnected()
 	}
 }

@@ -12,7 +12,8 @@ import (
 
 	"github.com/golocker/locker"
 	"github.com/golocker/locker/backend"
-	"github.com/golocker/locker/internal/testserver"
+	"github.com/golocker/locker/internal/drivertest"
+	"github.com/golocker/locker/internal/testserver/redisserver"
 	"github.com/golocker/locker/redislock"
 )
 
@@ -21,7 +22,7 @@ import (
 // began to wait, not in an order that favours one Driver.
 func TestWaitersOfManyProcessesAreServedInArrivalOrder(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t, 2*time.Minute)
+	ctx := drivertest.Context(t, 2*time.Minute)
 	url := standaloneURL(t)
 	name := "fifo/" + t.Name()
 	holder := openClient(t, url, locker.WithTTL(60*time.Second)).NewMutex(name)
@@ -50,7 +51,13 @@ func TestWaitersOfManyProcessesAreServedInArrivalOrder(t *testing.T) {
 				t.Errorf("waiter %d: Unlock: %v", i, err)
 			}
 		})
-		awaitWaiters(t, ctx, clients[0], name, i+1)
+		// A Client sends one waiter per name to Redis; its later ones
+		// wait in the Client, and join Redis's queue in their turn.
+		if i < 4 {
+			awaitWaiters(t, ctx, clients[0], name, i+1)
+		} else {
+			awaitLocalWaiters(t, clients[i%4], name, 2)
+		}
 	}
 	if err := holder.Unlock(ctx); err != nil {
 		t.Fatal(err)
@@ -74,7 +81,7 @@ func TestWaitersOfManyProcessesAreServedInArrivalOrder(t *testing.T) {
 // place lapses: the release hands the lock to the live waiter behind it.
 func TestALapsedPlaceIsSkipped(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t, 2*time.Minute)
+	ctx := drivertest.Context(t, 2*time.Minute)
 	srv := standalone.Get(t)
 	url := standaloneURL(t)
 	name := "lapsed/" + t.Name()
@@ -129,7 +136,7 @@ func TestALapsedPlaceIsSkipped(t *testing.T) {
 // hand the lock to an owner that is gone: the lock is free after it.
 func TestACancelledWaiterLeavesTheQueue(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t, 2*time.Minute)
+	ctx := drivertest.Context(t, 2*time.Minute)
 	url := standaloneURL(t)
 	name := "cancelled/" + t.Name()
 	hc := openClient(t, url, locker.WithTTL(60*time.Second))
@@ -166,8 +173,8 @@ func TestACancelledWaiterLeavesTheQueue(t *testing.T) {
 // its place (a third of the lease, here 1s).
 func TestAGrantLostWithThePubSubConnectionIsFound(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t, 2*time.Minute)
-	srv := testserver.Redis(t) // its own: the test kills every pub/sub connection
+	ctx := drivertest.Context(t, 2*time.Minute)
+	srv := redisserver.Redis(t) // its own: the test kills every pub/sub connection
 	url := "redis://" + srv.Addr
 	name := "lostgrant/" + t.Name()
 	hc := openClient(t, url, locker.WithTTL(60*time.Second))
@@ -201,7 +208,7 @@ func TestAGrantLostWithThePubSubConnectionIsFound(t *testing.T) {
 func awaitWaiters(t *testing.T, ctx context.Context, c *locker.Client, name string, n int) {
 	t.Helper()
 	q := c.Driver().(backend.QueueInspector)
-	eventually(t, 30*time.Second, fmt.Sprintf("%d waiter(s) on %s", n, name), func() bool {
+	drivertest.Eventually(t, 30*time.Second, fmt.Sprintf("%d waiter(s) on %s", n, name), func() bool {
 		k, err := q.Waiters(ctx, name)
 		return err == nil && k == n
 	})

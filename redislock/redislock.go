@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,35 +25,41 @@ var errReply = errors.New("redislock: unexpected reply")
 
 // Driver is a lock driver on one Redis deployment: a standalone server, a
 // Sentinel-managed master, or a Cluster, through a go-redis
-// UniversalClient. It implements backend.Driver, backend.Inspector and
-// backend.QueueInspector, and is safe for concurrent use.
+// UniversalClient. It implements backend.Driver, backend.Waiter,
+// backend.Inspector, backend.QueueInspector and backend.BatchRenewer; its
+// leases implement backend.Passer. It is safe for concurrent use.
 type Driver struct {
 	client    redis.UniversalClient
-	ownClient bool // opened from a URL: Close closes the client
+	ownClient bool   // opened from a URL: Close closes the client
+	addr      string // what errors name: the server(s) tried
 	opts      options
 	keys      keys
+	dials     *dialLog // the last dial error of a client the Driver opened
+	acquires  *coalescer
 
 	closed    chan struct{}
 	closeOnce sync.Once
 	closeErr  error
 
 	waiting    sync.WaitGroup // waits in the queue, and their leaving calls
-	background sync.WaitGroup // reserve.lua calls
+	background sync.WaitGroup // reserve.lua calls, clean-ups of failed calls
 	inboxName  string         // the channel of grants to this Driver's waiters
 
 	mu      sync.Mutex
 	waiters map[string]*waiter   // by owner
-	queues  map[string][]*waiter // by name, in the order they began to wait
-	chains  map[string]*chain    // by name: the Driver's holds that it may pass on (pass.go)
-	early   map[string]time.Time // by name: when a "q" came before its chain began (pass.go)
-	strays  map[string]stray     // by owner: waiters passed the lock while calling (pass.go)
+	chains  map[string]*chain    // by name: the Driver's holds that it may pass on (chain.go)
+	early   map[string]time.Time // by name: when a "q" came before its chain began
 	inbox   *inbox               // subscribed when a waiter first needs it
 }
 
 var (
 	_ backend.Driver         = (*Driver)(nil)
+	_ backend.Waiter         = (*Driver)(nil)
 	_ backend.Inspector      = (*Driver)(nil)
 	_ backend.QueueInspector = (*Driver)(nil)
+	_ backend.BatchRenewer   = (*Driver)(nil)
+	_ backend.LogSetter      = (*Driver)(nil)
+	_ backend.Passer         = (*lease)(nil)
 )
 
 // New returns a Driver on client, which may be a *redis.Client (standalone
@@ -90,25 +98,37 @@ func New(client redis.UniversalClient, opts ...Option) (*Driver, error) {
 }
 
 func newDriver(client redis.UniversalClient, o options, own bool) *Driver {
+	installLog()
 	return &Driver{
 		client:    client,
 		ownClient: own,
+		addr:      addrOf(client),
 		opts:      o,
 		keys:      keys{prefix: o.keyPrefix},
+		acquires:  newCoalescer(client, o.directCalls),
 		closed:    make(chan struct{}),
 		inboxName: inboxChannel(o.keyPrefix),
 		waiters:   make(map[string]*waiter),
-		queues:    make(map[string][]*waiter),
 		chains:    make(map[string]*chain),
 		early:     make(map[string]time.Time),
-		strays:    make(map[string]stray),
 	}
+}
+
+// addrOf describes the servers of client for errors: "redis 10.0.0.5:6379",
+// "redis cluster h1:6379,h2:6379".
+func addrOf(client redis.UniversalClient) string {
+	switch c := client.(type) {
+	case *redis.Client:
+		return "redis " + c.Options().Addr
+	case *redis.ClusterClient:
+		return "redis cluster " + strings.Join(c.Options().Addrs, ",")
+	}
+	return "redis"
 }
 
 // Capabilities implements backend.Driver: fencing tokens from a per-name
 // counter, a queue of waiters in Redis that a release hands the lock to in
-// order, telling the waiter's Driver by pub/sub (or that the Driver passes
-// to its own next waiter, pass.go); leases that expire; inspection. Loss
+// order, telling the waiter's Driver by pub/sub; leases that expire. Loss
 // is found by the next renewal (no push signal). With WithBatch, waiters
 // of different Drivers are not served in arrival order: no FIFO.
 func (d *Driver) Capabilities() backend.Capabilities {
@@ -117,7 +137,6 @@ func (d *Driver) Capabilities() backend.Capabilities {
 		Notify:       true,
 		FIFO:         d.opts.batch == 0,
 		Expiry:       true,
-		Inspect:      true,
 		CrossProcess: true,
 	}
 }
@@ -132,10 +151,12 @@ func (d *Driver) Key(name string) string { return d.keys.lock(name) }
 // released or expired. Close is idempotent.
 func (d *Driver) Close() error {
 	d.closeOnce.Do(func() {
+		forgetLogger(d)
 		d.mu.Lock()
 		close(d.closed) // under d.mu: no join after this sees the Driver open
 		b := d.inbox
 		d.mu.Unlock()
+		d.acquires.close() // its callers' clean-ups join background
 		d.waiting.Wait()
 		d.background.Wait()
 		if b != nil {
@@ -143,6 +164,11 @@ func (d *Driver) Close() error {
 		}
 		if d.ownClient {
 			d.closeErr = d.client.Close()
+			if errors.Is(d.closeErr, net.ErrClosed) {
+				// A connection the network (or a test's FaultNet) had
+				// closed already: nothing is left open.
+				d.closeErr = nil
+			}
 		}
 	})
 	return d.closeErr
@@ -157,43 +183,45 @@ func (d *Driver) isClosed() bool {
 	}
 }
 
-// Acquire implements backend.Driver.
-func (d *Driver) Acquire(ctx context.Context, r backend.Request) (backend.Lease, error) {
+// check refuses a request the Driver cannot take.
+func (d *Driver) check(ctx context.Context, r backend.Request) error {
 	if d.isClosed() {
-		return nil, backend.ErrClosed
+		return backend.ErrClosed
 	}
 	if err := validName(r.Name); err != nil {
-		return nil, err
+		return err
 	}
 	if r.TTL <= 0 {
-		return nil, fmt.Errorf("%w: %v", backend.ErrInvalidTTL, r.TTL)
+		return fmt.Errorf("%w: %v", backend.ErrInvalidTTL, r.TTL)
 	}
-	if err := ctx.Err(); err != nil {
+	return ctx.Err()
+}
+
+// Acquire implements backend.Driver: one run of the acquire script, which
+// takes a free lock unless older waiters are queued.
+func (d *Driver) Acquire(ctx context.Context, r backend.Request) (backend.Lease, error) {
+	if err := d.check(ctx, r); err != nil {
 		return nil, err
 	}
-	if !r.Wait {
-		t, err := d.try(ctx, r, false, "")
-		if err != nil {
-			return nil, err
-		}
-		if t.l == nil {
-			return nil, backend.ErrHeld
-		}
-		d.startChain(t.l, t.last, false)
-		return t.l, nil
+	t, err := d.try(ctx, r, false, "")
+	if err != nil {
+		return nil, err
 	}
-	return d.wait(ctx, r)
+	if t.l == nil {
+		return nil, t.held
+	}
+	d.startChain(r.Name, t.l, t.last, false)
+	return t.l, nil
 }
 
 // try runs the acquire script once. It returns the lease when granted
 // (already: the owner held it before this call, handed it while it
-// waited), or the holder's remaining lease (maxWait when unknown) when
-// held. With queue, a held lock puts the owner in its queue, or renews its
-// place there, with inbox as the channel to tell it of a grant ("": none,
-// the waiter polls), and mine tells whether only this Driver's waiters
-// are ahead of it; the caller leaves the queue when it gives up.
-// Without, a call that failed but may have run is undone before try
-// returns.
+// waited), or what holds it: the holder's remaining lease (maxWait when
+// unknown) and the fence counter at the call. With queue, a held lock puts
+// the owner in its queue, or renews its place there, with inbox as the
+// channel to tell it of a grant ("": none, the waiter polls); the caller
+// leaves the queue when it gives up. Without, a call that failed but may
+// have run is undone before try returns.
 func (d *Driver) try(ctx context.Context, r backend.Request, queue bool, inbox string) (t tried, err error) {
 	key := d.keys.lock(r.Name)
 	l := d.newLease(r, key)
@@ -207,33 +235,47 @@ func (d *Driver) try(ctx context.Context, r backend.Request, queue bool, inbox s
 	if d.opts.waitReplicas > 0 {
 		res, cleaned, err = d.acquireReplicated(ctx, l, args)
 	} else {
-		res, err = queueAcquireScript.Run(ctx, d.client, scriptKeys(key), args...).Result()
+		res, err = d.acquires.run(ctx, scriptKeys(key), args, func(res any, err error) {
+			// The caller has gone: whatever the call did for the owner
+			// (a grant, a place in the queue) is undone.
+			if err == nil || mayHaveRun(err) {
+				d.cleanupLater(l)
+			}
+		})
 	}
 	if err != nil {
 		if !queue && !cleaned && mayHaveRun(err) {
-			d.cleanup(ctx, l)
+			d.cleanup(ctx, l) // before returning: the caller then holds nothing
 		}
-		return tried{}, storeErr(err)
+		return tried{}, d.storeErr(err)
 	}
 	a, err := parseAcquire(res)
 	if err != nil {
 		return tried{}, err
 	}
 	if a.status == 0 {
-		return tried{left: pttl(a.n), mine: a.m == 1}, nil
+		left := pttl(a.n)
+		return tried{left: left, fence: uint64(max(a.m, 0)), held: &backend.HeldError{Left: left, Owner: a.owner, Token: uint64(max(a.token, 0))}}, nil
 	}
 	l.token = uint64(a.n)
+	if a.status == 2 {
+		// Handed to the owner by another call: its lease began TTL-pttl
+		// before the script ran, and the script ran after l.start (the
+		// send time), so this is never later than the real start.
+		l.start = l.start.Add(-(r.TTL - time.Duration(max(a.pttl, 0))*time.Millisecond))
+	}
 	return tried{l: l, already: a.status == 2, last: uint64(max(a.m, 0))}, nil
 }
 
-// tried is what one try found: a lease, or how long the holder's lease
-// has left and whether only this Driver's waiters are ahead in the queue.
+// tried is what one try found: a lease, or the holder and how long its
+// lease has left, and the fence counter then.
 type tried struct {
 	l       *lease
 	already bool
 	last    uint64 // the last token reserved with the grant
 	left    time.Duration
-	mine    bool
+	fence   uint64
+	held    *backend.HeldError
 }
 
 // cleanup releases by owner a grant that may have happened while the call
@@ -245,28 +287,71 @@ func (d *Driver) cleanup(ctx context.Context, l *lease) {
 	_, _ = l.release(cctx, true)
 }
 
-// acquireReply is an acquire script's {status, n, m}: status 0 is held
-// (n is the holder's pttl, m is 1 when only the caller's Driver's waiters
-// are ahead of it), 1 granted by this call, 2 (the queued script) held
-// already by the caller; when granted, n is the token and m the last
-// token reserved for the caller's Driver (0 or absent: none).
-type acquireReply struct{ status, n, m int64 }
+// cleanupLater runs cleanup in the background, for a call whose caller
+// has gone already (coalesce.go): the pipelines go on meanwhile. Close
+// waits for it.
+func (d *Driver) cleanupLater(l *lease) {
+	d.background.Add(1)
+	go func() {
+		defer d.background.Done()
+		d.cleanup(context.Background(), l)
+	}()
+}
+
+// acquireReply is an acquire script's reply: {1, token, last} granted by
+// this call (last: the last token reserved for the caller's Driver), {2,
+// token, last, pttl} held already by the caller, {0, pttl, fence, owner,
+// token} held by another owner.
+type acquireReply struct {
+	status, n, m int64
+	pttl         int64
+	owner        string
+	token        int64
+}
 
 func parseAcquire(res any) (acquireReply, error) {
-	a, ok := res.([]any)
-	if ok && (len(a) == 2 || len(a) == 3) {
-		g, ok1 := a[0].(int64)
-		v, ok2 := a[1].(int64)
-		var m int64
-		ok3 := true
-		if len(a) == 3 {
-			m, ok3 = a[2].(int64)
-		}
-		if ok1 && ok2 && ok3 && g >= 0 && g <= 2 {
-			return acquireReply{g, v, m}, nil
+	a, _ := res.([]any)
+	var r acquireReply
+	ok := len(a) >= 2
+	ints := func(dst ...*int64) {
+		for i, d := range dst {
+			if i >= len(a) {
+				ok = false
+				return
+			}
+			v, isInt := a[i].(int64)
+			ok = ok && isInt
+			*d = v
 		}
 	}
-	return acquireReply{}, fmt.Errorf("%w from the acquire script: %v", errReply, res)
+	if ok {
+		ints(&r.status)
+	}
+	switch {
+	case !ok:
+	case r.status == 0 && len(a) == 5:
+		ints(&r.status, &r.n, &r.m)
+		var isStr bool
+		r.owner, isStr = a[3].(string)
+		var isInt bool
+		r.token, isInt = a[4].(int64)
+		ok = ok && isStr && isInt
+	case r.status == 0 && len(a) == 2: // RedLock's acquire.lua: {0, pttl}
+		ints(&r.status, &r.n)
+	case r.status == 1 && (len(a) == 2 || len(a) == 3):
+		ints(&r.status, &r.n)
+		if len(a) == 3 {
+			ints(&r.status, &r.n, &r.m)
+		}
+	case r.status == 2 && len(a) == 4:
+		ints(&r.status, &r.n, &r.m, &r.pttl)
+	default:
+		ok = false
+	}
+	if !ok {
+		return acquireReply{}, fmt.Errorf("%w from the acquire script: %v", errReply, res)
+	}
+	return r, nil
 }
 
 // pttl turns the holder's PTTL into a wait bound: maxWait when the key has
@@ -286,11 +371,34 @@ func ms(d time.Duration) int64 { return int64((d + time.Millisecond - 1) / time.
 // connection after the request was written).
 func mayHaveRun(err error) bool {
 	var re redis.Error
-	return !errors.As(err, &re) && !errors.Is(err, redis.ErrClosed)
+	var gone goneError
+	if errors.As(err, &re) || errors.Is(err, redis.ErrClosed) || errors.As(err, &gone) {
+		return false
+	}
+	// A call that never got a connection was never sent: no clean-up,
+	// which would only wait for the same unreachable server.
+	var oe *net.OpError
+	return !errors.As(err, &oe) || oe.Op != "dial"
 }
 
-// storeErr marks errors of a closed client as backend.ErrClosed.
-func storeErr(err error) error {
+// storeErr names the servers in an error of the client, marks errors of
+// a closed client as backend.ErrClosed, and adds the last dial error to a
+// ctx error that hid it (go-redis retries dials until the ctx ends).
+func (d *Driver) storeErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, redis.ErrClosed) && !errors.Is(err, backend.ErrClosed) {
+		return fmt.Errorf("%w: %s: %w", backend.ErrClosed, d.addr, err)
+	}
+	if derr := d.dials.last(); derr != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
+		return fmt.Errorf("%s: %w (last dial error: %w)", d.addr, err, derr)
+	}
+	return fmt.Errorf("%s: %w", d.addr, err)
+}
+
+// closedErr marks errors of a closed client as backend.ErrClosed.
+func closedErr(err error) error {
 	if errors.Is(err, redis.ErrClosed) && !errors.Is(err, backend.ErrClosed) {
 		return fmt.Errorf("%w: %w", backend.ErrClosed, err)
 	}

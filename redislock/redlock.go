@@ -3,7 +3,6 @@ package redislock
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
@@ -20,9 +19,9 @@ import (
 // fewer than half of the instances loses no lock and blocks no acquisition.
 //
 // Independent instances have no common counter, so RedLock has no fencing
-// tokens (Token is 0), and waiters poll with jittered backoff instead of
-// being notified. It implements backend.Driver, backend.Inspector and
-// backend.QueueInspector, and is safe for concurrent use.
+// tokens (Token is 0), and waiters try again with jittered backoff
+// (package locker's) instead of being notified. It implements
+// backend.Driver and backend.Inspector, and is safe for concurrent use.
 type RedLock struct {
 	clients   []redis.UniversalClient
 	ownClient bool
@@ -33,25 +32,16 @@ type RedLock struct {
 	closed    chan struct{}
 	closeOnce sync.Once
 	closeErr  error
-
-	mu      sync.Mutex
-	waiting map[string]int // local waiters by name
 }
 
 var (
-	_ backend.Driver         = (*RedLock)(nil)
-	_ backend.Inspector      = (*RedLock)(nil)
-	_ backend.QueueInspector = (*RedLock)(nil)
+	_ backend.Driver    = (*RedLock)(nil)
+	_ backend.Inspector = (*RedLock)(nil)
 )
 
 // MinRedLockInstances is the fewest instances NewRedLock accepts: with
 // fewer, a majority cannot survive the loss of one.
 const MinRedLockInstances = 3
-
-// Polling backoff of a waiting RedLock acquisition: from pollMin, doubling
-// up to redLockPollMax, with jitter, and never past the holder's remaining
-// lease.
-const redLockPollMax = 100 * time.Millisecond
 
 // NewRedLock returns a RedLock on clients, one per independent Redis
 // instance (standalone servers, or Sentinel-managed masters; not replicas
@@ -77,6 +67,7 @@ func NewRedLock(clients []redis.UniversalClient, opts ...Option) (*RedLock, erro
 }
 
 func newRedLock(clients []redis.UniversalClient, o options, own bool) *RedLock {
+	installLog()
 	return &RedLock{
 		clients:   clients,
 		ownClient: own,
@@ -84,14 +75,13 @@ func newRedLock(clients []redis.UniversalClient, o options, own bool) *RedLock {
 		keys:      keys{prefix: o.keyPrefix},
 		quorum:    len(clients)/2 + 1,
 		closed:    make(chan struct{}),
-		waiting:   make(map[string]int),
 	}
 }
 
 // Capabilities implements backend.Driver: leases that expire, inspection;
 // no fencing (independent instances share no counter), no notification.
 func (rl *RedLock) Capabilities() backend.Capabilities {
-	return backend.Capabilities{Expiry: true, Inspect: true, CrossProcess: true}
+	return backend.Capabilities{Expiry: true, CrossProcess: true}
 }
 
 // Key returns the Redis key of the lock name on every instance.
@@ -101,6 +91,7 @@ func (rl *RedLock) Key(name string) string { return rl.keys.lock(name) }
 // clients if it opened them (Open). Close is idempotent.
 func (rl *RedLock) Close() error {
 	rl.closeOnce.Do(func() {
+		forgetLogger(rl)
 		close(rl.closed)
 		if rl.ownClient {
 			var errs []error
@@ -135,7 +126,9 @@ func (rl *RedLock) instanceTimeout(ttl time.Duration) time.Duration {
 	return min(max(ttl/10, 10*time.Millisecond), 250*time.Millisecond)
 }
 
-// Acquire implements backend.Driver.
+// Acquire implements backend.Driver: one round of the acquire script on
+// every instance. Package locker waits, backing off at most until the
+// shortest remaining lease of the instances that refused.
 func (rl *RedLock) Acquire(ctx context.Context, r backend.Request) (backend.Lease, error) {
 	if rl.isClosed() {
 		return nil, backend.ErrClosed
@@ -149,41 +142,14 @@ func (rl *RedLock) Acquire(ctx context.Context, r backend.Request) (backend.Leas
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if r.Wait {
-		rl.addWaiter(r.Name, 1)
-		defer rl.addWaiter(r.Name, -1)
+	l, left, err := rl.try(ctx, r)
+	switch {
+	case l != nil:
+		return l, nil
+	case err != nil:
+		return nil, err
 	}
-	backoff := pollMin
-	for {
-		l, left, err := rl.try(ctx, r)
-		if l != nil {
-			return l, nil
-		}
-		if !r.Wait {
-			if err != nil {
-				return nil, err
-			}
-			return nil, backend.ErrHeld
-		}
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		if err != nil && !retryable(err) {
-			return nil, err
-		}
-		sleep := min(backoff/2+rand.N(backoff/2+1), left)
-		backoff = min(2*backoff, redLockPollMax)
-		t := time.NewTimer(max(sleep, minWait))
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return nil, ctx.Err()
-		case <-rl.closed:
-			t.Stop()
-			return nil, backend.ErrClosed
-		}
-	}
+	return nil, &backend.HeldError{Left: left}
 }
 
 // instanceResult is one instance's answer to a script.
@@ -269,22 +235,6 @@ func (rl *RedLock) undo(ctx context.Context, l *redLease, marked []bool) {
 	})
 }
 
-func (rl *RedLock) addWaiter(name string, n int) {
-	rl.mu.Lock()
-	defer rl.mu.Unlock()
-	if rl.waiting[name] += n; rl.waiting[name] <= 0 {
-		delete(rl.waiting, name)
-	}
-}
-
-// Waiters implements backend.QueueInspector for this RedLock's own
-// waiters on name.
-func (rl *RedLock) Waiters(_ context.Context, name string) (int, error) {
-	rl.mu.Lock()
-	defer rl.mu.Unlock()
-	return rl.waiting[name], nil
-}
-
 // redLease is one hold granted by a majority.
 type redLease struct {
 	rl    *RedLock
@@ -301,7 +251,7 @@ func (l *redLease) Token() uint64 { return 0 }
 func (l *redLease) Start() time.Time { return l.start }
 
 // Lost returns nil: loss is found by the next renewal.
-func (l *redLease) Lost() <-chan struct{} { return nil }
+func (l *redLease) Lost() *backend.LostSignal { return nil }
 
 // Renew extends the lease on every instance that still has it; it
 // succeeds when a majority did within the new validity, and reports
@@ -322,9 +272,12 @@ func (l *redLease) Renew(ctx context.Context, ttl time.Duration) error {
 }
 
 // Release frees the lock on every instance; it reports ErrLost when too
-// many instances say the lock was no longer this owner's.
+// many instances say the lock was no longer this owner's. An instance
+// gets at least a second to answer: the short bound of an acquisition
+// (TTL/10) serves the validity of a grant, and a release it cut short on
+// a loaded machine left the lock held on the instances until its TTL.
 func (l *redLease) Release(ctx context.Context) error {
-	results := l.rl.each(ctx, l.rl.instanceTimeout(l.ttl), func(ctx context.Context, _ int, c redis.UniversalClient) (any, error) {
+	results := l.rl.each(ctx, max(l.rl.instanceTimeout(l.ttl), time.Second), func(ctx context.Context, _ int, c redis.UniversalClient) (any, error) {
 		return releaseScript.Run(ctx, c, []string{l.key}, l.owner).Int64()
 	})
 	return l.rl.majority(results, "released")
@@ -339,7 +292,7 @@ func (rl *RedLock) majority(results []instanceResult, what string) error {
 	for _, r := range results {
 		switch {
 		case r.err != nil:
-			errs = append(errs, storeErr(r.err))
+			errs = append(errs, closedErr(r.err))
 		case r.res == int64(1):
 			ok++
 		case r.res == int64(0):

@@ -36,7 +36,7 @@ func (rl *RedLock) Holds(ctx context.Context, prefix string) ([]backend.Hold, er
 	expiries := map[nameOwner][]time.Time{}
 	for _, p := range per {
 		if p.err != nil {
-			errs = append(errs, storeErr(p.err))
+			errs = append(errs, closedErr(p.err))
 			continue
 		}
 		for _, h := range p.holds {
@@ -80,7 +80,7 @@ func (rl *RedLock) ForceRelease(ctx context.Context, name string) error {
 	for _, r := range results {
 		switch {
 		case r.err != nil:
-			errs = append(errs, storeErr(r.err))
+			errs = append(errs, closedErr(r.err))
 		case r.res == int64(1):
 			deleted++
 		}

@@ -6,7 +6,8 @@ import (
 	"time"
 
 	"github.com/golocker/locker"
-	"github.com/golocker/locker/internal/testserver"
+	"github.com/golocker/locker/internal/drivertest"
+	"github.com/golocker/locker/internal/testserver/redisserver"
 	"github.com/golocker/locker/redislock"
 )
 
@@ -15,8 +16,8 @@ import (
 // error (not "held", not a hang); tokens are 0.
 func TestRedLockMajority(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t, time.Minute)
-	rs := testserver.RedisInstances(t, 3) // its own: the test kills two of them
+	ctx := drivertest.Context(t, time.Minute)
+	rs := redisserver.RedisInstances(t, 3) // its own: the test kills two of them
 	c := openClient(t, redlockURLOf(rs), locker.WithTTL(2*time.Second))
 	m := c.NewMutex("majority")
 	lockUnlock := func() error {
@@ -64,7 +65,7 @@ func TestRedLockMajority(t *testing.T) {
 // they expire.
 func TestRedLockUndoesAFailedQuorum(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t, time.Minute)
+	ctx := drivertest.Context(t, time.Minute)
 	rs := instances.Get(t)
 	d := openAny(t, redlockURLOf(rs)).(*redislock.RedLock)
 	name := "undo/" + t.Name()

@@ -50,7 +50,7 @@ func (d *Driver) confirmReplicated(ctx context.Context, l *lease, ttl time.Durat
 	n, err := renewScript.Run(ctx, conn, []string{l.key}, l.owner, ms(ttl)).Int64()
 	if err != nil {
 		d.movedSlot(ctx, err)
-		return storeErr(err)
+		return d.storeErr(err)
 	}
 	if err := ownerReply(n); err != nil {
 		return fmt.Errorf("redislock: the lock handed to this owner was gone before WAIT: %w", err)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/golocker/locker"
+	"github.com/golocker/locker/internal/drivertest"
 	"github.com/golocker/locker/redislock"
 )
 
@@ -14,7 +15,7 @@ import (
 // and leaves the lock free.
 func TestWaitReplicas(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t, time.Minute)
+	ctx := drivertest.Context(t, time.Minute)
 	sentinel := sentinelURL(t) // a master with one replica
 	free := func(url, name string) bool {
 		m := openClient(t, url).NewMutex(name)

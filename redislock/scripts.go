@@ -33,6 +33,8 @@ var (
 	releaseLua string
 	//go:embed scripts/renew.lua
 	renewLua string
+	//go:embed scripts/renew_many.lua
+	renewManyLua string
 
 	queueAcquireScript = redis.NewScript(queueLua + queueAcquireLua)
 	queueReleaseScript = redis.NewScript(queueLua + queueReleaseLua)
@@ -42,4 +44,5 @@ var (
 	acquireScript      = redis.NewScript(acquireLua)
 	releaseScript      = redis.NewScript(releaseLua)
 	renewScript        = redis.NewScript(renewLua)
+	renewManyScript    = redis.NewScript(renewManyLua)
 )

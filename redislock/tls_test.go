@@ -16,7 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/golocker/locker/internal/drivertest"
 	"github.com/golocker/locker/internal/testserver"
+	"github.com/golocker/locker/internal/testserver/redisserver"
 	"github.com/golocker/locker/redislock"
 )
 
@@ -24,13 +26,13 @@ import (
 // TLS and requires client certificates, all signed by a CA made here.
 func TestTLS(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t, time.Minute)
+	ctx := drivertest.Context(t, time.Minute)
 	dir := t.TempDir()
 	ca, caKey := newCert(t, dir, "ca", nil, nil)
 	newCert(t, dir, "server", ca, caKey)
 	newCert(t, dir, "client", ca, caKey)
 	port := strconv.Itoa(testserver.FreePort(t))
-	testserver.RedisWith(t, testserver.RedisOptions{Args: []string{
+	redisserver.RedisWith(t, redisserver.RedisOptions{Args: []string{
 		"--tls-port", port,
 		"--tls-cert-file", filepath.Join(dir, "server.pem"),
 		"--tls-key-file", filepath.Join(dir, "server-key.pem"),

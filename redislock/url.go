@@ -9,8 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/golocker/locker/backend"
-	"github.com/golocker/locker/internal/urlparams"
+	"github.com/golocker/locker/internal/driverkit"
 )
 
 // urlConfig is what a URL says.
@@ -26,25 +25,17 @@ type urlConfig struct {
 	readTimeout        time.Duration
 	writeTimeout       time.Duration
 	poolSize           int
-	tls                *tlsParams // rediss
+	tls                driverkit.TLSParams // rediss
 	opts               []Option
-}
-
-type tlsParams struct {
-	serverName         string
-	insecureSkipVerify bool
-	caFile             string
-	certFile, keyFile  string
 }
 
 // Query parameters by scheme. Every scheme takes the common ones.
 var (
 	commonParams = []string{"key_prefix", "dial_timeout", "read_timeout", "write_timeout", "pool_size"}
 	driverParams = []string{"wait_replicas", "wait_timeout", "batch"}
-	tlsParamList = []string{"tls_server_name", "tls_insecure_skip_verify", "tls_ca_file", "tls_cert_file", "tls_key_file"}
 	schemeParams = map[string][]string{
 		Scheme:         driverParams,
-		SchemeTLS:      slices.Concat(driverParams, tlsParamList),
+		SchemeTLS:      slices.Concat(driverParams, driverkit.TLSParamNames),
 		SchemeSentinel: slices.Concat(driverParams, []string{"sentinel_username", "sentinel_password"}),
 		SchemeCluster:  driverParams,
 		SchemeRedLock:  {"instance_timeout"},
@@ -58,7 +49,7 @@ var (
 const defaultWaitTimeout = 50 * time.Millisecond
 
 func badURL(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", backend.ErrBadURL, fmt.Sprintf(format, args...))
+	return driverkit.BadURL("redislock", format, args...)
 }
 
 // parseURL reads u without touching the network or the file system. Its
@@ -92,7 +83,7 @@ func parseURL(u *url.URL) (*urlConfig, error) {
 }
 
 func (cfg *urlConfig) parseHosts(hostList string) error {
-	addrs, err := urlparams.Hosts(hostList, defaultPorts[cfg.scheme])
+	addrs, err := driverkit.Hosts(hostList, defaultPorts[cfg.scheme])
 	if err != nil {
 		return badURL("%s: %v", cfg.scheme, err)
 	}
@@ -138,7 +129,7 @@ func (cfg *urlConfig) parsePath(path string) error {
 }
 
 func (cfg *urlConfig) parseQuery(raw string, schemeParams []string) error {
-	q, keys, err := urlparams.Query(raw, slices.Concat(commonParams, schemeParams))
+	q, keys, err := driverkit.Query(raw, slices.Concat(commonParams, schemeParams))
 	if err != nil {
 		return badURL("%s: %v", cfg.scheme, err)
 	}
@@ -181,15 +172,15 @@ func (cfg *urlConfig) parseQuery(raw string, schemeParams []string) error {
 		case "sentinel_password":
 			cfg.sentinelPassword = v
 		case "tls_server_name":
-			cfg.tlsParams().serverName = v
+			cfg.tls.ServerName = v
 		case "tls_insecure_skip_verify":
-			cfg.tlsParams().insecureSkipVerify, err = strconv.ParseBool(v)
+			cfg.tls.InsecureSkipVerify, err = strconv.ParseBool(v)
 		case "tls_ca_file":
-			cfg.tlsParams().caFile = v
+			cfg.tls.CAFile = v
 		case "tls_cert_file":
-			cfg.tlsParams().certFile = v
+			cfg.tls.CertFile = v
 		case "tls_key_file":
-			cfg.tlsParams().keyFile = v
+			cfg.tls.KeyFile = v
 		}
 		if err != nil {
 			if strings.Contains(k, "password") {
@@ -207,20 +198,10 @@ func (cfg *urlConfig) parseQuery(raw string, schemeParams []string) error {
 		}
 		cfg.opts = append(cfg.opts, WithWaitReplicas(waitReplicas, waitTimeout))
 	}
-	if cfg.scheme == SchemeTLS {
-		t := cfg.tlsParams()
-		if (t.certFile == "") != (t.keyFile == "") {
-			return badURL("rediss: tls_cert_file and tls_key_file go together")
-		}
+	if cfg.scheme == SchemeTLS && (cfg.tls.CertFile == "") != (cfg.tls.KeyFile == "") {
+		return badURL("rediss: tls_cert_file and tls_key_file go together")
 	}
 	return nil
-}
-
-func (cfg *urlConfig) tlsParams() *tlsParams {
-	if cfg.tls == nil {
-		cfg.tls = &tlsParams{}
-	}
-	return cfg.tls
 }
 
 func positiveDuration(s string) (time.Duration, error) {

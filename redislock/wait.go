@@ -3,20 +3,21 @@ package redislock
 import (
 	"context"
 	"math/rand/v2"
-	"slices"
 	"time"
 
 	"github.com/golocker/locker/backend"
 )
 
-// Waiting. A waiter joins the lock's queue in Redis (scripts/queue.lua)
-// and the lock comes to it: the release, expiry or forced release that
-// frees the lock hands it to the oldest live waiter in the same script,
-// which publishes "<token> <owner>" on that waiter's Driver's inbox
-// (pubsub.go). The listener passes the grant to that waiter, which returns
-// without another call: one release costs one script and one message,
-// however many wait, in however many processes, and waiters are served in
-// the order they joined (Capabilities.FIFO).
+// Waiting (backend.Waiter). A waiter joins the lock's queue in Redis
+// (scripts/queue.lua) and the lock comes to it: the release, expiry or
+// forced release that frees the lock hands it to the oldest live waiter in
+// the same script, which publishes "<token> <owner>" on that waiter's
+// Driver's inbox (pubsub.go). The listener passes the grant to the waiter,
+// which returns without another call: one release costs one script and one
+// message, however many wait, in however many processes, and waiters are
+// served in the order they joined (Capabilities.FIFO). Package locker
+// sends only one waiter of a Client per name here; its others wait in the
+// Client, and a hold of the Client passes the lock to them (chain.go).
 //
 // A waiter joins once the inbox is subscribed (Redisson's order: listen,
 // then ask), so no grant to it is published before its process listens.
@@ -27,44 +28,24 @@ import (
 // that is not renewed lapses after placeWindow (a crashed waiter is
 // skipped), and a waiter that renews late joins again at the back.
 //
+// A grant's message can reach a waiter long after it was sent: its process
+// or its connection stalled. By then the grant has lapsed, and the
+// waiter's next call has put it back in the queue under the same owner, so
+// the message must not be taken for a grant of now. Every call that leaves
+// the waiter queued returns the name's fence counter; a grant made before
+// that call carries a token not above it, and is ignored (the issue-14
+// stale-token fix; before it, a paused waiter could return from Lock with
+// the token of a grant that had lapsed).
+//
 // A waiter that gives up (ctx, Close, an error) leaves the queue with
 // queue_release.lua, which also passes the lock on if it was handed to
 // the waiter meanwhile. A waiter whose inbox is not subscribed (SUBSCRIBE
 // failed or is not confirmed) joins without one and polls with backoff.
-//
-// A waiter of a Driver that holds the lock may instead wait in the
-// process only, and a hold of the Driver passes the lock to its next
-// waiter without freeing it: pass.go.
 
 type waiter struct {
-	owner  string
-	name   string
-	ttl    time.Duration
-	grant  chan grant     // capacity 1: the grant published to this owner
-	pass   chan *lease    // capacity 1: the lock passed by a hold of this Driver (pass.go)
-	placed chan placement // capacity 1: a local waiter was queued in Redis, or must queue
-	wake   chan struct{}  // capacity 1: the lock was freed with nobody queued, or pub/sub reconnected
-
-	// Guarded by the Driver's mu.
-	local   bool          // waits in the process only, with no place in Redis (pass.go)
-	placing chan struct{} // closed when the release that queues a local waiter in Redis returned
-	mine    bool          // may be passed the lock: local, or only this Driver's waiters are ahead of it in Redis
-	called  bool          // its place in Redis exists: a call or release that made it returned (WithBatch may pass it the lock)
-	calling int           // calls of its own on their way (pass.go: a stray)
-}
-
-// placement tells a local waiter that a release queued it in Redis (ok,
-// with the time that release was sent), or that it must queue itself.
-type placement struct {
-	ok   bool
-	sent time.Time
-}
-
-func (w *waiter) queued(p placement) {
-	select {
-	case w.placed <- p:
-	default:
-	}
+	owner string
+	grant chan grant    // capacity 1: the newest grant published to this owner
+	wake  chan struct{} // capacity 1: pub/sub reconnected
 }
 
 // grant is a hand-off published to a waiter: its token, and the last token
@@ -99,100 +80,71 @@ func placeWindow(ttl time.Duration) time.Duration {
 	return 3*refreshInterval(ttl) + time.Second
 }
 
-// wait acquires r.Name for r.Owner, waiting until granted or ctx ends.
-func (d *Driver) wait(ctx context.Context, r backend.Request) (backend.Lease, error) {
-	d.mu.Lock()
-	subscribed := d.inbox != nil && d.inbox.isReady()
-	d.mu.Unlock()
-	if !subscribed {
+// AcquireWait implements backend.Waiter.
+func (d *Driver) AcquireWait(ctx context.Context, r backend.Request) (backend.Lease, error) {
+	if err := d.check(ctx, r); err != nil {
+		return nil, err
+	}
+	if !d.inboxReady() {
 		// One try first, without subscribing or queueing: a free lock
-		// costs one call. (With the inbox subscribed, joining the queue
-		// also takes a free lock at once.)
+		// costs one call, and a Driver that never waits never subscribes.
+		// (With the inbox subscribed, joining the queue also takes a free
+		// lock at once.)
 		t, err := d.try(ctx, r, false, "")
 		switch {
 		case t.l != nil:
-			d.startChain(t.l, t.last, false)
+			d.startChain(r.Name, t.l, t.last, false)
 			return t.l, nil
 		case err != nil && !retryable(err):
 			return nil, err
 		}
 	}
-
 	w, b, err := d.join(r)
 	if err != nil {
 		return nil, err
 	}
-	joined := time.Now()
-	key := d.keys.lock(r.Name)
-	// skip is whether the loop's first call can wait a refresh: the
-	// waiter already has a place in Redis.
-	skip := false
-	d.mu.Lock()
-	local := w.local
-	d.mu.Unlock()
-	if local {
-		l, p, err := d.waitLocally(ctx, w)
-		switch {
-		case err != nil:
-			return nil, d.giveUp(ctx, w, r, err)
-		case l != nil:
-			return d.granted(ctx, w, r, l, true, 0, false)
-		}
-		skip = p.ok
-		if skip {
-			joined = p.sent // a grant to it happens after
-		}
-	}
+	defer d.leave(w)
 	if !b.isReady() && !b.late.Load() {
 		// If the SUBSCRIBE is not confirmed in time, the waiter joins
 		// without the inbox and polls, and so do the next ones until it
 		// is.
 		if err := d.awaitReady(ctx, b); err != nil {
-			return nil, d.giveUp(ctx, w, r, err)
+			return nil, d.giveUp(ctx, r, err)
 		}
 	}
+	key := d.keys.lock(r.Name)
 	refresh := refreshInterval(r.TTL)
 	backoff := pollMin    // polling without the inbox
 	errBackoff := pollMin // retrying after transient errors
 	// since is the send time of the last call that left the owner
-	// waiting (or, before one did, of the first call that may have queued
-	// it, or the waiter's arrival when a release queued it): a grant found
-	// later happened after it, so a lease dated from it is never dated
-	// late.
-	since := joined
+	// waiting (before one did, of the first call): a grant found later
+	// happened after it, so a lease dated from it is never dated late.
+	// fence is the fence counter that call returned: a grant with a token
+	// not above it was made before that call, and has lapsed.
+	since := time.Now()
+	var fence uint64
 	for {
 		ready := b.isReady()
 		inbox := ""
 		if ready {
 			inbox = d.inboxName
 		}
-		left := refresh
-		if !skip {
-			sent := time.Now()
-			d.calling(w, 1)
-			t, err := d.try(ctx, r, true, inbox)
-			d.calling(w, -1)
-			if l := t.l; l != nil {
-				if t.already {
-					l.start = since
-				}
-				return d.granted(ctx, w, r, l, t.already, t.last, inbox != "")
-			}
-			left = t.left
-			if err != nil {
-				if ctx.Err() != nil || d.isClosed() || !retryable(err) {
-					return nil, d.giveUp(ctx, w, r, err)
-				}
-				left = errBackoff
-				errBackoff = min(2*errBackoff, maxWait)
-			} else {
-				errBackoff = pollMin
-				since = sent
-				d.setMine(w, t.mine)
-			}
+		sent := time.Now()
+		t, err := d.try(ctx, r, true, inbox)
+		if l := t.l; l != nil {
+			return d.granted(ctx, r, l, t.already, t.last, inbox != "")
 		}
-		skip = false
-
+		left := t.left
+		if err != nil {
+			if ctx.Err() != nil || d.isClosed() || !retryable(err) {
+				return nil, d.giveUp(ctx, r, err)
+			}
+			left = errBackoff
+			errBackoff = min(2*errBackoff, maxWait)
+		} else {
+			errBackoff = pollMin
+			since, fence = sent, t.fence
+		}
 		bound := min(left, refresh)
 		if !ready {
 			bound = min(bound, backoff/2+rand.N(backoff/2+1))
@@ -200,84 +152,61 @@ func (d *Driver) wait(ctx context.Context, r backend.Request) (backend.Lease, er
 		} else {
 			backoff = pollMin
 		}
-		timer := time.NewTimer(max(bound, minWait))
-		var err error
-		select {
-		case g := <-w.grant:
-			timer.Stop()
+		g, err := d.await(ctx, w, max(bound, minWait), fence, since.Add(r.TTL/2))
+		if err != nil {
+			return nil, d.giveUp(ctx, r, err)
+		}
+		if g != nil {
 			l := d.newLease(r, key)
 			l.token, l.start = g.token, since
-			return d.granted(ctx, w, r, l, true, g.last, true)
-		case l := <-w.pass:
-			timer.Stop()
-			return d.granted(ctx, w, r, l, true, 0, false)
-		case <-w.wake:
-		case <-timer.C:
-		case <-ctx.Done():
-			err = ctx.Err()
-		case <-d.closed:
-			err = backend.ErrClosed
-		}
-		timer.Stop()
-		if err != nil {
-			return nil, d.giveUp(ctx, w, r, err)
+			return d.granted(ctx, r, l, true, g.last, true)
 		}
 	}
 }
 
-// waitLocally waits as a local waiter (pass.go): until the lock is passed
-// to w (l), or w is queued in Redis (p.ok: by the release that ended the
-// chain; or not, when that release failed or the chain was found gone, and
-// w must call Redis at once).
-func (d *Driver) waitLocally(ctx context.Context, w *waiter) (l *lease, p placement, err error) {
-	t := time.NewTicker(refreshInterval(w.ttl))
-	defer t.Stop()
+// await waits up to bound for a grant to w newer than fence, a wake-up, or
+// the end of the wait. It returns the grant, or nil when it is time to call
+// Redis again: also for a grant that arrives after trustUntil, which may
+// have waited so long (a stalled process) that its lease ran out — the
+// call then finds it held (with its exact lease) or lapsed.
+func (d *Driver) await(ctx context.Context, w *waiter, bound time.Duration, fence uint64, trustUntil time.Time) (*grant, error) {
+	timer := time.NewTimer(bound)
+	defer timer.Stop()
 	for {
 		select {
-		case l := <-w.pass:
-			return l, placement{}, nil
-		case p := <-w.placed:
-			return nil, p, nil
-		case <-t.C:
-			if !d.chainAlive(w.name) && d.stopWaitingLocally(w) {
-				return nil, placement{}, nil
+		case g := <-w.grant:
+			if g.token <= fence {
+				// A grant from before the last call, which found the
+				// owner waiting: it lapsed (the message came late).
+				continue
 			}
+			if time.Now().After(trustUntil) {
+				return nil, nil
+			}
+			return &g, nil
+		case <-w.wake:
+			return nil, nil
+		case <-timer.C:
+			return nil, nil
 		case <-ctx.Done():
-			return nil, placement{}, ctx.Err()
+			return nil, ctx.Err()
 		case <-d.closed:
-			return nil, placement{}, backend.ErrClosed
+			return nil, backend.ErrClosed
 		}
 	}
-}
-
-// stopWaitingLocally makes w a waiter that queues in Redis, unless a
-// release just did (its placed signal is on its way); it reports whether
-// it did.
-func (d *Driver) stopWaitingLocally(w *waiter) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if !w.local {
-		return false
-	}
-	w.local, w.mine = false, false
-	return true
 }
 
 // granted ends a wait that got the lock. A grant made by another call (a
 // hand-off) is confirmed on the replicas first if WithWaitReplicas asks
-// for it. A grant from Redis starts a chain (pass.go), with the last token
-// reserved with it; listen tells whether it carried the Driver's inbox. A
-// lease passed by a hold of the Driver is in its chain already.
-func (d *Driver) granted(ctx context.Context, w *waiter, r backend.Request, l *lease, handed bool, last uint64, listen bool) (backend.Lease, error) {
+// for it. It starts the lease's chain, with the last token reserved with
+// the grant; listen tells whether the grant carried the Driver's inbox.
+func (d *Driver) granted(ctx context.Context, r backend.Request, l *lease, handed bool, last uint64, listen bool) (backend.Lease, error) {
 	if handed && d.opts.waitReplicas > 0 {
 		if err := d.confirmReplicated(ctx, l, r.TTL); err != nil {
-			return nil, d.giveUp(ctx, w, r, err)
+			return nil, d.giveUp(ctx, r, err)
 		}
 	}
-	if l.c == nil {
-		d.startChain(l, last, listen)
-	}
-	d.leave(w)
+	d.startChain(r.Name, l, last, listen)
 	return l, nil
 }
 
@@ -289,100 +218,40 @@ func (d *Driver) join(r backend.Request) (*waiter, *inbox, error) {
 	if d.isClosed() {
 		return nil, nil, backend.ErrClosed
 	}
-	w := &waiter{
-		owner:  r.Owner,
-		name:   r.Name,
-		ttl:    r.TTL,
-		grant:  make(chan grant, 1),
-		pass:   make(chan *lease, 1),
-		placed: make(chan placement, 1),
-		wake:   make(chan struct{}, 1),
-	}
-	if d.mayWaitLocallyLocked(r) {
-		w.local, w.mine = true, true
-	}
+	w := &waiter{owner: r.Owner, grant: make(chan grant, 1), wake: make(chan struct{}, 1)}
 	d.waiters[w.owner] = w
-	d.queues[w.name] = append(d.queues[w.name], w)
 	d.waiting.Add(1)
 	return w, d.startInboxLocked(), nil
 }
 
-// unregister stops grants and passes from reaching w.
-func (d *Driver) unregister(w *waiter) {
+// leave stops grants from reaching w.
+func (d *Driver) leave(w *waiter) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.unregisterLocked(w)
-}
-
-func (d *Driver) unregisterLocked(w *waiter) {
 	if d.waiters[w.owner] == w {
 		delete(d.waiters, w.owner)
 	}
-	q := d.queues[w.name]
-	if i := slices.Index(q, w); i >= 0 {
-		q = slices.Delete(q, i, i+1)
-		if len(q) == 0 {
-			delete(d.queues, w.name)
-		} else {
-			d.queues[w.name] = q
-		}
-	}
-}
-
-// setMine records whether only this Driver's waiters are ahead of w in
-// the queue in Redis.
-func (d *Driver) setMine(w *waiter, mine bool) {
-	d.mu.Lock()
-	w.mine, w.called = mine, true
 	d.mu.Unlock()
-}
-
-// calling counts w's calls on their way: n = 1 as one starts, -1 as it
-// returns.
-func (d *Driver) calling(w *waiter, n int) {
-	d.mu.Lock()
-	w.calling += n
-	d.mu.Unlock()
-}
-
-// leave ends w's wait.
-func (d *Driver) leave(w *waiter) {
-	d.unregister(w)
 	d.waiting.Done()
 }
 
-// giveUp ends a wait that failed with err: it stops grants from reaching
-// the waiter, and then takes the owner out of the queue in Redis, passing
-// the lock on if it was handed to the owner meanwhile, so that nothing is
-// held once Acquire returns (with a ctx of its own: the caller's may have
-// ended). It returns err, or ctx's error when ctx ended.
-func (d *Driver) giveUp(ctx context.Context, w *waiter, r backend.Request, err error) error {
-	d.mu.Lock()
-	d.unregisterLocked(w)
-	placing := w.placing
-	d.mu.Unlock()
-	defer d.waiting.Done()
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-	defer cancel()
-	select {
-	case l := <-w.pass:
-		// Passed the lock as it gave up: it passes it on, or frees it.
-		_ = l.Release(cctx)
-	default:
-	}
-	if placing != nil {
-		// A release is queueing it in Redis (pass.go), and may hand it
-		// the lock: leave after that.
-		select {
-		case <-placing:
-		case <-cctx.Done():
-		}
-	}
+// giveUp ends a wait that failed with err: it takes the owner out of the
+// queue in Redis, passing the lock on if it was handed to the owner
+// meanwhile, so that nothing is held once AcquireWait returns (with a ctx
+// of its own: the caller's may have ended). It returns err, or ctx's error
+// when ctx ended.
+func (d *Driver) giveUp(ctx context.Context, r backend.Request, err error) error {
 	d.cleanup(ctx, &lease{d: d, key: d.keys.lock(r.Name), owner: r.Owner})
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
 	return err
+}
+
+// inboxReady reports whether the Driver's inbox is subscribed.
+func (d *Driver) inboxReady() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.inbox != nil && d.inbox.isReady()
 }
 
 // awaitReady waits for the inbox's SUBSCRIBE to be confirmed, at most

@@ -10,8 +10,9 @@ import (
 
 	"github.com/golocker/locker/backend"
 	"github.com/golocker/locker/conformance"
+	"github.com/golocker/locker/internal/drivertest"
 	"github.com/golocker/locker/internal/matrix"
-	"github.com/golocker/locker/internal/testserver"
+	"github.com/golocker/locker/internal/testserver/zkserver"
 	"github.com/golocker/locker/zklock"
 )
 
@@ -23,28 +24,31 @@ const suiteSessionTimeout = 2 * time.Second
 
 // runSuite runs the conformance suite on drivers of z and records the
 // report for the feature matrix under name.
-func runSuite(t *testing.T, name string, z *testserver.ZooKeeperServer) {
+func runSuite(t *testing.T, name string, z *zkserver.ZooKeeperServer) {
 	url := urlOf(z, "/conformance", "session_timeout="+suiteSessionTimeout.String())
 	probe := openDriver(t, url) // for node paths only
 	admin := adminConn(t, z)
-	var dialers sync.Map // *zklock.Driver → *severable
-	rep := conformance.Run(t, conformance.Harness{
+	var nets sync.Map // *zklock.Driver → *conformance.FaultNet
+	h := conformance.Harness{
 		Name: name,
 		NewDriver: func(ctx context.Context) (backend.Driver, error) {
-			dl := &severable{}
-			d, err := zklock.Open(ctx, url, zklock.WithDialer(dl.dial))
+			fn := conformance.NewFaultNet()
+			d, err := zklock.Open(ctx, url, zklock.WithDialer(fn.Dial))
 			if err == nil {
-				dialers.Store(d, dl)
+				nets.Store(d, fn)
 			}
 			return d, err
 		},
+		// Every connection of the driver, its session's heartbeats and
+		// watches included, goes through the suite's FaultNet.
+		NewFaultyDriver: drivertest.FaultyOpen(zklock.Open, url, zklock.WithDialer),
 		// A crashed process sends nothing more: its connection is cut
 		// and never comes back, so its session expires on the server
 		// after its timeout, with its nodes.
 		Crash: func(d backend.Driver) error {
 			zklock.Crash(d.(*zklock.Driver))
-			dl, _ := dialers.Load(d)
-			dl.(*severable).sever()
+			fn, _ := nets.Load(d)
+			fn.(*conformance.FaultNet).Cut()
 			return nil
 		},
 		// Drop deletes the holder's node (the lowest of the lock's) with
@@ -52,6 +56,12 @@ func runSuite(t *testing.T, name string, z *testserver.ZooKeeperServer) {
 		// the one the drop's own effect cancels (a Do whose hold is
 		// dropped), so it does not depend on it.
 		Drop: func(_ context.Context, lock string) error {
+			// In an ensemble the admin's server may be a follower behind
+			// the leader: sync first, or the holder's node may not show
+			// yet.
+			if _, err := admin.Sync(zklock.Dir(probe, lock)); err != nil {
+				return err
+			}
 			nodes, err := lockChildren(admin, zklock.Dir(probe, lock))
 			if err != nil {
 				return err
@@ -61,8 +71,15 @@ func runSuite(t *testing.T, name string, z *testserver.ZooKeeperServer) {
 			}
 			return admin.Delete(zklock.Dir(probe, lock)+"/"+nodes[0], -1)
 		},
-		TTL: time.Second,
-	})
+		SessionTTL: suiteSessionTimeout,
+		TTL:        time.Second,
+	}
+	if len(z.Nodes) > 1 {
+		// An ensemble keeps its data when one server dies: kill the
+		// leader.
+		h.KillServer = drivertest.KillLeader(t, z.Leader)
+	}
+	rep := conformance.Run(t, h)
 	matrix.Record(t, rep)
 }
 

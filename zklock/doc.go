@@ -31,8 +31,12 @@
 //	connect_timeout=5s    bound on Open's first exchange with the ensemble (WithConnectTimeout)
 //
 // The server keeps a session timeout between 2 and 20 ticks (4s to 40s with
-// the default tickTime); Open uses the timeout the server granted. The
-// password never appears in an error.
+// the default tickTime); Open uses the timeout the server granted. Open
+// returns when its ctx ends, and WithDialer routes its connections (a
+// proxy, a test's conformance.FaultNet). Errors name the servers and wrap
+// go-zookeeper's; the password never appears in one. go-zookeeper's log
+// lines go to the logger package locker gives the Driver (SetLogger; it
+// discards by default), never to stderr.
 //
 // # How it works
 //
@@ -42,26 +46,33 @@
 // it, _c_<guid>-lock-<sequence>, as Curator names them; the lowest sequence
 // holds the lock.
 //
-//   - Lock creates the owner's node. When the connection drops with the
-//     create in flight, the create may or may not have been applied: the
-//     node is looked up by its GUID once the client is connected again,
-//     instead of creating a second one, which would block the lock for as
-//     long as the session lives.
+//   - AcquireWait (backend.Waiter: package locker's Lock, for the first of a
+//     Client's waiters of a name) creates the owner's node. When the
+//     connection drops with the create in flight, the create may or may not
+//     have been applied: the node is looked up by its GUID once the client
+//     is connected again, instead of creating a second one, which would
+//     block the lock for as long as the session lives.
 //   - A waiter watches only the next lower node — a release wakes one
-//     waiter, the next in arrival order — and its own node, so that it
-//     learns at once if that goes.
-//   - TryLock creates a node only when the lock has none, and deletes it
-//     if it is not the lowest (so that crowds of TryLocks cannot keep each
-//     other out for ever).
+//     waiter, the next in arrival order. Once woken it lists the lock's
+//     nodes again, which shows whether its own node still exists (a waiter
+//     whose session expired never returns a hold it does not have), and it
+//     gives up its place when its session is declared lost.
+//   - Acquire (TryLock, one attempt that never waits) creates a node only
+//     when a synced listing shows the lock has none, and deletes it if it
+//     is not the lowest (so that crowds of TryLocks cannot keep each other
+//     out for ever); a held lock is backend.ErrHeld.
 //   - The caller's ctx is honoured while waiting and during every request
 //     (go-zookeeper's requests take no context: one that is abandoned
 //     finishes on its own goroutine). Every failure and cancellation deletes
 //     the node before returning, with a context of its own bounded to 2s; a
 //     create in flight when ctx ends is given those 2s to finish, then
 //     cleaned up in the background. A node whose deletion fails is deleted
-//     by the Driver's heartbeat while the session lives.
+//     in the background while the session lives.
 //   - Unlock deletes the node: its path (GUID and sequence) belongs to this
-//     hold and no other.
+//     hold and no other, so a stale owner's Unlock, even through the same
+//     Driver and session, never deletes the next owner's node.
+//   - Names are escaped into one node each: "x" and "x/y" are siblings,
+//     never parent and child.
 //
 // The lock's node is created when missing, as a container node, which the
 // server deletes once it has been empty for a while (its container check
@@ -75,9 +86,9 @@
 // it; sequence numbers start again when a lock's node is deleted and
 // re-created, czxids never do. Notify and FIFO, as above;
 // backend.QueueInspector.Waiters counts the lock's nodes but the holder's.
-// LostSignal, SessionLease and Expiry: see below. Inspect: Holds lists the
-// lowest node of each lock (Expires is zero: a hold lasts as long as its
-// session), ForceRelease deletes it and its owner's Lost closes.
+// LostSignal, SessionLease and Expiry: see below. backend.Inspector: Holds
+// lists the lowest node of each lock (Expires is zero: a hold lasts as long
+// as its session), ForceRelease deletes it and its owner's Lost fires.
 // CrossProcess.
 //
 // The session, not package locker, keeps holds alive: Request.TTL and
@@ -88,15 +99,17 @@
 //
 // # When a hold is lost
 //
-// Lost closes when the node is deleted (ForceRelease, an operator) and
-// when the session is lost. The Driver sends a sync every fifth of the
-// session timeout (a sync goes through the ensemble's leader, so a server
-// cut off from the quorum cannot answer it); a session that answered a
-// request sent at time t cannot expire before t plus its timeout. The
-// Driver declares it lost a fifth of the timeout before that when no newer
-// request was answered, so that an owner cut off from the ensemble hears of
-// it before another owner can be granted its lock; it also declares it
-// lost as soon as the client learns that the server expired it.
+// Lost (a backend.LostSignal) fires when the node is deleted (ForceRelease,
+// an operator: seen by a watch the hold sets once it has lasted 100 ms, so
+// within that and a round trip) and when the session is lost. The Driver
+// sends a sync every fifth of the session timeout (a sync goes through the
+// ensemble's leader, so a server cut off from the quorum cannot answer it);
+// a session that answered a request sent at time t cannot expire before t
+// plus its timeout. The Driver declares it lost a fifth of the timeout
+// before that when no newer request was answered, so that an owner cut off
+// from the ensemble hears of it before another owner can be granted its
+// lock; it also declares it lost as soon as the client learns that the
+// server expired it.
 //
 // A lost session is never papered over. go-zookeeper opens a new session
 // by itself after an expiry: the Driver uses it for new acquisitions only,

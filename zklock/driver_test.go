@@ -15,15 +15,16 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"github.com/golocker/locker"
 	"github.com/golocker/locker/backend"
+	"github.com/golocker/locker/internal/drivertest"
+	"github.com/golocker/locker/internal/testserver/zkserver"
 	"github.com/golocker/locker/zklock"
 )
 
 // Driver-level tests of what the conformance suite does not reach: the
-// traps of ZooKeeper's lock recipe (connection loss during create, session
-// expiry, the herd effect), waits while the ensemble is out of reach, and
-// names ZooKeeper refuses.
+// traps of ZooKeeper's lock recipe (connection loss during create, the herd
+// effect), waits while the ensemble is out of reach, names ZooKeeper
+// refuses, authentication and the fencing token's source.
 
 // TestCreateWhoseReplyIsLost loses the reply to the create of a lock node
 // (the connection drops after the server applied it): the acquisition must
@@ -31,10 +32,10 @@ import (
 // would stay behind and block the lock for as long as the session lives.
 func TestCreateWhoseReplyIsLost(t *testing.T) {
 	z := standalone.Get(t)
-	ctx := testCtx(t, time.Minute)
+	ctx := drivertest.Context(t, time.Minute)
 	var armed atomic.Bool
-	dial := func(network, addr string, timeout time.Duration) (net.Conn, error) {
-		c, err := net.DialTimeout(network, addr, timeout)
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
 		if err != nil {
 			return nil, err
 		}
@@ -44,10 +45,10 @@ func TestCreateWhoseReplyIsLost(t *testing.T) {
 	const name = "lost-reply"
 	// The lock's node exists, so that the create armed below is the lock
 	// node's.
-	acquire(t, ctx, d, name, "first", false).Release(ctx)
+	drivertest.Acquire(t, ctx, d, name, "first", false).Release(ctx)
 
 	armed.Store(true)
-	l := acquire(t, ctx, d, name, "owner", false)
+	l := drivertest.Acquire(t, ctx, d, name, "owner", false)
 	if armed.Load() {
 		t.Fatal("no create request was sent")
 	}
@@ -139,69 +140,13 @@ func (c *replyLoser) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// TestExpiredSessionIsNotPaperedOver cuts a holder off from ZooKeeper past
-// its session timeout. It is told its hold is lost before anyone else gets
-// the lock; once it can reach the server again, go-zookeeper opens a new
-// session, which serves new acquisitions but never revives the old hold.
-func TestExpiredSessionIsNotPaperedOver(t *testing.T) {
-	z := standalone.Get(t)
-	ctx := testCtx(t, time.Minute)
-	url := urlOf(z, "/expiry", "session_timeout=1s")
-	const name = "expiry"
-	dl := &severable{}
-	ca, err := locker.New(openDriver(t, url, zklock.WithDialer(dl.dial)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ca.Close()
-	a := ca.NewMutex(name)
-	if err := a.Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	b := openClient(t, url).NewMutex(name)
-
-	dl.sever()
-	cut := time.Now()
-	if err := b.Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("the next owner got the lock %v after the holder was cut off", time.Since(cut).Round(time.Millisecond))
-	if !closed(a.Lost()) {
-		t.Fatal("the next owner got the lock before the cut-off holder was told its hold was lost")
-	}
-	if b.Token() <= a.Token() {
-		t.Errorf("the next owner's token %d is not above the lost holder's %d", b.Token(), a.Token())
-	}
-
-	dl.restore()
-	// The same Driver serves new acquisitions, in a new session...
-	other := ca.NewMutex(name + "-other")
-	eventually(t, 30*time.Second, "an acquisition after the connection is back", func() bool {
-		ok, err := other.TryLock(ctx)
-		return err == nil && ok
-	})
-	if err := other.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	// ...and the old hold stays lost: its Unlock frees nothing.
-	if err := a.Unlock(ctx); !errors.Is(err, locker.ErrLost) {
-		t.Errorf("Unlock of the expired hold = %v, want ErrLost", err)
-	}
-	if ok, err := openClient(t, url).NewMutex(name).TryLock(ctx); ok || err != nil {
-		t.Errorf("TryLock of a third client = %v, %v; want false: the new owner still holds", ok, err)
-	}
-	if err := b.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func TestNamesZooKeeperRefuses(t *testing.T) {
-	ctx := testCtx(t, time.Minute)
+	ctx := drivertest.Context(t, time.Minute)
 	d := openDriver(t, urlOf(standalone.Get(t), "/names", ""))
 	names := []string{".", "..", "a/b", "a/../b", "/lead", "trail/", "zookeeper", "emoji-🔒", "ctl-\x01\x7f", "priv-\ue000", "%2F", "x\u0085y"}
 	var ls []backend.Lease
 	for i, n := range names {
-		ls = append(ls, acquire(t, ctx, d, n, fmt.Sprint("owner-", i), false))
+		ls = append(ls, drivertest.Acquire(t, ctx, d, n, fmt.Sprint("owner-", i), false))
 	}
 	hs, err := d.Holds(ctx, "")
 	if err != nil {
@@ -233,7 +178,7 @@ func TestNamesZooKeeperRefuses(t *testing.T) {
 // Close leaves it open.
 func TestUsersConnection(t *testing.T) {
 	z := standalone.Get(t)
-	ctx := testCtx(t, time.Minute)
+	ctx := drivertest.Context(t, time.Minute)
 	conn := adminConn(t, z)
 	if _, err := zklock.New(conn); err == nil || !strings.Contains(err.Error(), "WithSessionTimeout") {
 		t.Errorf("New without the session timeout = %v, want an error naming WithSessionTimeout", err)
@@ -245,7 +190,7 @@ func TestUsersConnection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := acquire(t, ctx, d, "mine", "owner", false)
+	l := drivertest.Acquire(t, ctx, d, "mine", "owner", false)
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -260,180 +205,34 @@ func TestUsersConnection(t *testing.T) {
 	}
 }
 
-// TestGivingUpWhileTheServerIsDown cancels a waiter while ZooKeeper does
-// not answer (its process is stopped): Acquire must return within its
-// cleanup bound rather than hang on the deletion of its node, and the node
-// must be gone once the server is back — deleted by the heartbeat, or with
-// the session.
+// TestGivingUpWhileTheServerIsDown: a waiter that gives up while
+// ZooKeeper does not answer returns at once, and its node goes once the
+// server is back — deleted by the heartbeat, or with the session.
 func TestGivingUpWhileTheServerIsDown(t *testing.T) {
 	z := standalone.Get(t)
 	if len(z.Nodes) == 0 {
 		t.Skip("needs a ZooKeeper started by testserver, to stop it")
 	}
-	ctx := testCtx(t, 2*time.Minute)
-	url := urlOf(z, "/down", "session_timeout=4s")
-	holder, waiter := openDriver(t, url), openDriver(t, url)
-	const name = "down"
-	l := acquire(t, ctx, holder, name, "holder", false)
-	defer l.Release(ctx)
-
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	errc := make(chan error, 1)
-	go func() {
-		_, err := waiter.Acquire(wctx, backend.Request{Name: name, Owner: "waiter", TTL: time.Minute, Wait: true})
-		errc <- err
-	}()
-	eventually(t, 10*time.Second, "the waiter watches", func() bool { return zklock.Watching(waiter) == 1 })
-
-	n := z.Nodes[0]
-	if err := n.Pause(); err != nil {
-		t.Fatal(err)
-	}
-	resumed := false
-	resume := func() {
-		if !resumed {
-			resumed = true
-			if err := n.Resume(); err != nil {
-				t.Error(err)
-			}
-		}
-	}
-	defer resume()
-	cancel()
-	start := time.Now()
-	select {
-	case err := <-errc:
-		if !errors.Is(err, context.Canceled) {
-			t.Errorf("Acquire = %v, want context.Canceled", err)
-		}
-		t.Logf("the waiter gave up %v after its ctx ended, with the server down", time.Since(start).Round(time.Millisecond))
-	case <-time.After(10 * time.Second):
-		t.Fatal("Acquire did not return within 10s of its ctx ending while the server was down")
-	}
-	resume()
-	eventually(t, 30*time.Second, "no waiter left", func() bool {
-		n, err := holder.Waiters(ctx, name)
-		return err == nil && n == 0
-	})
+	drivertest.GiveUpWhileTheServerIsDown(t, queue(z, "/down"), z.Nodes[0])
 }
 
-// TestOneReleaseWakesOneWaiter queues many waiters on one lock, releases
-// it twice, and counts the watch events the waiters received: one per
-// release, however many wait — each waiter watches only the node just below
-// its own. All waiters share one Driver, hence one connection, on which
-// ZooKeeper delivers events in order: once the second grant is seen, every
-// event of the first release has been delivered too.
+// TestOneReleaseWakesOneWaiter: each waiter watches only the node just
+// below its own, so a release wakes one waiter however many wait.
 func TestOneReleaseWakesOneWaiter(t *testing.T) {
-	n := 1000
+	n := 100
 	if testing.Short() {
-		n = 100
+		n = 20
 	}
-	ctx := testCtx(t, 3*time.Minute)
-	url := urlOf(standalone.Get(t), "/herd", "session_timeout=4s")
-	d, h := openDriver(t, url), openDriver(t, url)
-	const name = "herd"
-	hl := acquire(t, ctx, h, name, "holder", false)
-
-	wctx, cancel := context.WithCancel(ctx)
-	grants := make(chan backend.Lease, n)
-	var wg sync.WaitGroup
-	start := time.Now()
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			l, err := d.Acquire(wctx, backend.Request{Name: name, Owner: fmt.Sprint("waiter-", i), TTL: time.Minute, Wait: true})
-			switch {
-			case err == nil:
-				grants <- l
-			case !errors.Is(err, context.Canceled):
-				t.Errorf("waiter %d: %v", i, err)
-			}
-		}()
-	}
-	defer func() {
-		cancel()
-		wg.Wait()
-		close(grants)
-		for l := range grants {
-			_ = l.Release(ctx)
-		}
-	}()
-	eventually(t, 2*time.Minute, fmt.Sprintf("%d waiters watching", n), func() bool { return zklock.Watching(d) == int64(n) })
-	t.Logf("%d waiters queued in %v", n, time.Since(start).Round(time.Millisecond))
-	if k, err := d.Waiters(ctx, name); err != nil || k != n {
-		t.Fatalf("Waiters = %d, %v; want %d", k, err, n)
-	}
-	before := zklock.PredecessorEvents(d)
-
-	next := func(what string) backend.Lease {
-		t.Helper()
-		select {
-		case l := <-grants:
-			return l
-		case <-time.After(30 * time.Second):
-			t.Fatalf("no grant after %s", what)
-			return nil
-		}
-	}
-	if err := hl.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	first := next("the holder's release")
-	if err := first.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	second := next("the first waiter's release")
-	defer second.Release(ctx)
-	events := zklock.PredecessorEvents(d) - before
-	t.Logf("%d waiters, 2 releases: %d watch notifications", n, events)
-	if events != 2 {
-		t.Errorf("2 releases woke waiters %d times, want 2 (one each)", events)
-	}
-	if k, err := d.Waiters(ctx, name); err != nil || k != n-2 {
-		t.Errorf("Waiters = %d, %v; want %d", k, err, n-2)
-	}
+	drivertest.OneReleaseWakesOneWaiter(t, queue(standalone.Get(t), "/herd"), n)
 }
 
-// TestStaleRenewAndReleaseAfterADrop is the suite's
-// spi/stale_renew_and_release_are_refused as it would run for a driver
-// whose holds live as long as a session: the hold is made stale by deleting
-// its node. (The suite waits for Request.TTL to run out instead, which
-// such a driver may ignore, so its version of the check waits in vain.)
-func TestStaleRenewAndReleaseAfterADrop(t *testing.T) {
-	z := standalone.Get(t)
-	ctx := testCtx(t, time.Minute)
-	url := urlOf(z, "/stale", "session_timeout=4s")
-	da, db := openDriver(t, url), openDriver(t, url)
-	const name = "stale"
-	la := acquire(t, ctx, da, name, "a", false)
-	admin := adminConn(t, z)
-	nodes, err := lockChildren(admin, zklock.Dir(da, name))
-	if err != nil || len(nodes) != 1 {
-		t.Fatalf("nodes = %v, %v", nodes, err)
-	}
-	if err := admin.Delete(zklock.Dir(da, name)+"/"+nodes[0], -1); err != nil {
-		t.Fatal(err)
-	}
-	lb := acquire(t, ctx, db, name, "b", true)
-	defer lb.Release(ctx)
-	select {
-	case <-la.Lost():
-	case <-time.After(10 * time.Second):
-		t.Error("the dropped hold's Lost did not close")
-	}
-	if err := la.Renew(ctx, time.Second); !errors.Is(err, backend.ErrLost) {
-		t.Errorf("the stale owner's Renew = %v, want ErrLost", err)
-	}
-	if err := la.Release(ctx); !errors.Is(err, backend.ErrLost) {
-		t.Errorf("the stale owner's Release = %v, want ErrLost", err)
-	}
-	if _, err := da.Acquire(ctx, backend.Request{Name: name, Owner: "c", TTL: time.Second}); !errors.Is(err, backend.ErrHeld) {
-		t.Errorf("the stale Renew or Release freed the next owner's lock: Acquire = %v", err)
-	}
-	if err := lb.Renew(ctx, time.Minute); err != nil {
-		t.Errorf("the owner's Renew after the stale calls: %v", err)
+// queue returns the queue checks' hooks for Drivers of z under prefix.
+func queue(z *zkserver.ZooKeeperServer, prefix string) drivertest.Queue[*zklock.Driver] {
+	url := urlOf(z, prefix, "session_timeout=4s")
+	return drivertest.Queue[*zklock.Driver]{
+		Open:    func(t *testing.T) *zklock.Driver { return openDriver(t, url) },
+		Waiting: zklock.Waiting,
+		Wakeups: zklock.Wakeups,
 	}
 }
 
@@ -442,10 +241,10 @@ func TestStaleRenewAndReleaseAfterADrop(t *testing.T) {
 // the lock held, and a client without them cannot touch it.
 func TestDigestAuthentication(t *testing.T) {
 	z := standalone.Get(t)
-	ctx := testCtx(t, time.Minute)
+	ctx := drivertest.Context(t, time.Minute)
 	url := strings.Replace(urlOf(z, "/digest", "session_timeout=4s"), "zk://", "zk://app:S3cr3t-Pw@", 1)
 	a, b := openDriver(t, url), openDriver(t, url)
-	l := acquire(t, ctx, a, "guarded", "owner", false)
+	l := drivertest.Acquire(t, ctx, a, "guarded", "owner", false)
 	defer l.Release(ctx)
 	if _, err := b.Acquire(ctx, backend.Request{Name: "guarded", Owner: "b", TTL: time.Minute}); !errors.Is(err, backend.ErrHeld) {
 		t.Errorf("Acquire with the same credentials = %v, want ErrHeld", err)
@@ -465,7 +264,7 @@ func TestDigestAuthentication(t *testing.T) {
 // on a release, over 20 rounds.
 func TestTokenIsTheNodesCzxid(t *testing.T) {
 	z := standalone.Get(t)
-	ctx := testCtx(t, time.Minute)
+	ctx := drivertest.Context(t, time.Minute)
 	url := urlOf(z, "/czxid", "")
 	da, db := openDriver(t, url), openDriver(t, url)
 	admin := adminConn(t, z)
@@ -479,18 +278,18 @@ func TestTokenIsTheNodesCzxid(t *testing.T) {
 	}
 	for round := range 20 {
 		// Free lock: the fast path.
-		a := acquire(t, ctx, da, name, fmt.Sprintf("a%d", round), false)
+		a := drivertest.Acquire(t, ctx, da, name, fmt.Sprintf("a%d", round), false)
 		check(fmt.Sprintf("round %d, free lock", round), a)
 		// A waiter, granted on a's release.
 		got := make(chan backend.Lease, 1)
 		go func() {
-			l, err := db.Acquire(ctx, backend.Request{Name: name, Owner: fmt.Sprintf("b%d", round), TTL: time.Minute, Wait: true})
+			l, err := db.AcquireWait(ctx, backend.Request{Name: name, Owner: fmt.Sprintf("b%d", round), TTL: time.Minute})
 			if err != nil {
 				t.Error(err)
 			}
 			got <- l
 		}()
-		eventually(t, 10*time.Second, "the waiter's node", func() bool {
+		drivertest.Eventually(t, 10*time.Second, "the waiter's node", func() bool {
 			nodes, _ := lockChildren(admin, zklock.Dir(da, name))
 			return len(nodes) == 2
 		})
@@ -522,7 +321,7 @@ func TestTokenIsTheNodesCzxid(t *testing.T) {
 // be the holder node's czxid.
 func TestTokenWhenTheLockNodeChangesAfterTheCreate(t *testing.T) {
 	z := standalone.Get(t)
-	ctx := testCtx(t, time.Minute)
+	ctx := drivertest.Context(t, time.Minute)
 	d := openDriver(t, urlOf(z, "/czxid-changed", ""))
 	admin := adminConn(t, z)
 	const name = "changed"
@@ -537,7 +336,7 @@ func TestTokenWhenTheLockNodeChangesAfterTheCreate(t *testing.T) {
 		}
 	})
 	for round := range 5 {
-		l := acquire(t, ctx, d, name, fmt.Sprintf("o%d", round), false)
+		l := drivertest.Acquire(t, ctx, d, name, fmt.Sprintf("o%d", round), false)
 		st, n := holderStat(t, admin, dir)
 		if n != 1 {
 			t.Fatalf("round %d: %d lock nodes, want 1", round, n)
@@ -568,7 +367,7 @@ func TestTokenWhenTheLockNodeChangesAfterTheCreate(t *testing.T) {
 // and reading its czxid.
 func TestLockNodeThatMayNotBeWritten(t *testing.T) {
 	z := standalone.Get(t)
-	ctx := testCtx(t, time.Minute)
+	ctx := drivertest.Context(t, time.Minute)
 	d := openDriver(t, urlOf(z, "/no-write", ""))
 	admin := adminConn(t, z)
 	const name = "no-write"
@@ -580,7 +379,7 @@ func TestLockNodeThatMayNotBeWritten(t *testing.T) {
 		t.Fatal(err)
 	}
 	for round := range 3 {
-		l := acquire(t, ctx, d, name, fmt.Sprintf("o%d", round), false)
+		l := drivertest.Acquire(t, ctx, d, name, fmt.Sprintf("o%d", round), false)
 		st, n := holderStat(t, admin, dir)
 		if n != 1 {
 			t.Fatalf("round %d: %d lock nodes, want 1", round, n)

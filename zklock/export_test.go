@@ -1,23 +1,18 @@
 package zklock
 
-import "github.com/go-zookeeper/zk"
-
 // Hooks for the tests of package zklock_test.
-
-// WithDialer makes Open connect through dial, so that a test can cut the
-// connection.
-func WithDialer(dial zk.Dialer) Option { return withDialer(dial) }
 
 // Crash makes d delete nothing from now on, as a process that died would;
 // the test cuts its connection.
 func Crash(d *Driver) { d.crashed.Store(true) }
 
-// PredecessorEvents returns how many watch events d's waiters received on
-// their predecessors' nodes.
-func PredecessorEvents(d *Driver) int64 { return d.predEvents.Load() }
+// Wakeups returns how many times d's waiters were woken by the deletion of
+// their predecessor's node.
+func Wakeups(d *Driver) int64 { return d.wakeups.Load() }
 
-// Watching returns how many of d's waiters are blocked on a watch.
-func Watching(d *Driver) int64 { return d.watching.Load() }
+// Waiting returns how many of d's waiters wait for their predecessor's
+// node to go.
+func Waiting(d *Driver) int64 { return d.waiting.Load() }
 
 // Recovered returns how many nodes d found again by their GUID after a
 // connection loss.

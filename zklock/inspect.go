@@ -15,19 +15,9 @@ import (
 // prefix, its lowest node, which holds it. Expires is zero: a hold lives as
 // long as its owner's session.
 func (d *Driver) Holds(ctx context.Context, prefix string) ([]backend.Hold, error) {
-	var dirs []string
-	err := d.call(ctx, func() (err error) {
-		if _, err := d.conn.Sync(d.prefix); err != nil && !errors.Is(err, zk.ErrNoNode) {
-			return err
-		}
-		dirs, _, err = d.conn.Children(d.prefix)
-		return err
-	})
-	if errors.Is(err, zk.ErrNoNode) {
-		return nil, nil
-	}
+	dirs, err := d.children(ctx, d.prefix)
 	if err != nil {
-		return nil, err
+		return nil, d.storeErr(ctx, err)
 	}
 	var hs []backend.Hold
 	for _, esc := range dirs {
@@ -35,60 +25,54 @@ func (d *Driver) Holds(ctx context.Context, prefix string) ([]backend.Hold, erro
 		if !ok || !strings.HasPrefix(name, prefix) {
 			continue
 		}
-		h, ok, err := d.holder(ctx, d.prefix+"/"+esc)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			h.Name = name
-			hs = append(hs, h)
+		for {
+			nodes, err := d.nodes(ctx, d.prefix+"/"+esc)
+			if err != nil {
+				return nil, d.storeErr(ctx, err)
+			}
+			if len(nodes) == 0 {
+				break
+			}
+			var data []byte
+			var st *zk.Stat
+			err = d.call(ctx, func() (err error) { data, st, err = d.conn.Get(d.prefix + "/" + esc + "/" + nodes[0].name); return err })
+			if err == nil {
+				hs = append(hs, backend.Hold{Name: name, Owner: string(data), Token: uint64(st.Czxid)})
+				break
+			} else if !errors.Is(err, zk.ErrNoNode) { // else released meanwhile: look again
+				return nil, d.storeErr(ctx, err)
+			}
 		}
 	}
 	slices.SortFunc(hs, func(a, b backend.Hold) int { return strings.Compare(a.Name, b.Name) })
 	return hs, nil
 }
 
-// holder reads the lowest node of the lock dir.
-func (d *Driver) holder(ctx context.Context, dir string) (backend.Hold, bool, error) {
-	for {
-		nodes, err := d.nodes(ctx, dir)
-		if err != nil || len(nodes) == 0 {
-			return backend.Hold{}, false, err
-		}
-		var data []byte
-		var st *zk.Stat
-		err = d.call(ctx, func() (err error) { data, st, err = d.conn.Get(dir + "/" + nodes[0].name); return err })
-		switch {
-		case errors.Is(err, zk.ErrNoNode):
-			continue // released meanwhile
-		case err != nil:
-			return backend.Hold{}, false, err
-		}
-		return backend.Hold{Owner: string(data), Token: uint64(st.Czxid)}, true, nil
-	}
-}
-
-// nodes lists the lock nodes of dir in order; none when dir is missing.
-// A server may lag behind the ensemble's leader, so the list is read after
-// a sync: it shows every change made before nodes was called, by any
-// client (a TryLock right after another owner's Unlock finds the lock
-// free).
-func (d *Driver) nodes(ctx context.Context, dir string) ([]lockNode, error) {
+// children lists the children of path, none when it is missing. A server
+// may lag behind the ensemble's leader, so the list is read after a sync:
+// it shows every change made before children was called, by any client (a
+// TryLock right after another owner's Unlock finds the lock free).
+func (d *Driver) children(ctx context.Context, path string) ([]string, error) {
 	var children []string
 	err := d.call(ctx, func() (err error) {
-		if _, err := d.conn.Sync(dir); err != nil && !errors.Is(err, zk.ErrNoNode) {
-			return err
+		if _, err = d.conn.Sync(path); err == nil {
+			children, _, err = d.conn.Children(path)
 		}
-		children, _, err = d.conn.Children(dir)
 		return err
 	})
-	if errors.Is(err, zk.ErrNoNode) {
-		return nil, nil
-	}
 	if err != nil {
-		return nil, err
+		if errors.Is(err, zk.ErrNoNode) {
+			err = nil
+		}
+		return nil, err // children may still be written by the call
 	}
-	return lockNodes(children), nil
+	return children, nil
+}
+
+// nodes lists the lock nodes of dir in order (see children).
+func (d *Driver) nodes(ctx context.Context, dir string) ([]lockNode, error) {
+	children, err := d.children(ctx, dir)
+	return lockNodes(children), err
 }
 
 // ForceRelease implements backend.Inspector: it deletes the lowest node of
@@ -98,16 +82,15 @@ func (d *Driver) ForceRelease(ctx context.Context, name string) error {
 	for {
 		nodes, err := d.nodes(ctx, dir)
 		if err != nil {
-			return err
+			return d.storeErr(ctx, err)
 		}
 		if len(nodes) == 0 {
 			return backend.ErrNotHeld
 		}
 		err = d.call(ctx, func() error { return d.conn.Delete(dir+"/"+nodes[0].name, -1) })
-		if !errors.Is(err, zk.ErrNoNode) {
-			return err
+		if err == nil || !errors.Is(err, zk.ErrNoNode) { // else released meanwhile: look again
+			return d.storeErr(ctx, err)
 		}
-		// Released meanwhile: look again.
 	}
 }
 
@@ -116,7 +99,7 @@ func (d *Driver) ForceRelease(ctx context.Context, name string) error {
 func (d *Driver) Waiters(ctx context.Context, name string) (int, error) {
 	nodes, err := d.nodes(ctx, d.dir(name))
 	if err != nil {
-		return 0, err
+		return 0, d.storeErr(ctx, err)
 	}
 	return max(len(nodes)-1, 0), nil
 }

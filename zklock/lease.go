@@ -18,48 +18,31 @@ type lease struct {
 	path  string
 	token uint64 // the node's czxid
 	start time.Time
+	lost  *backend.LostSignal
+	stop  func() bool // stops the loss at the generation's end
 
-	// lost is closed when the hold is gone behind the owner's back, and
-	// never once Release has begun: the deletion Release makes must not
-	// read as a loss.
+	// released is closed by Release: it stops the watcher, and the
+	// deletion Release makes must not read as a loss.
 	mu       sync.Mutex
-	lost     *backend.LostSignal
-	released chan struct{} // closed by Release: stops the watcher
+	released chan struct{}
 }
 
 func (l *lease) Token() uint64 { return l.token }
 
 func (l *lease) Start() time.Time { return l.start }
 
-func (l *lease) Lost() <-chan struct{} { return l.lost.C() }
+func (l *lease) Lost() *backend.LostSignal { return l.lost }
 
-// AfterLost implements backend.LostNotifier.
-func (l *lease) AfterLost(f func()) (stop func() bool) { return l.lost.AfterLost(f) }
-
-func (l *lease) markLost() {
+// markLost fires lost unless the hold was released; it reports whether
+// this call did.
+func (l *lease) markLost() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !isClosed(l.released) {
-		l.lost.Fire()
-	}
-}
-
-func (l *lease) markReleased() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !isClosed(l.released) {
-		close(l.released)
-	}
-}
-
-func (l *lease) isLost() bool { return l.lost.Fired() }
-
-func isClosed(ch <-chan struct{}) bool {
 	select {
-	case <-ch:
-		return true
-	default:
+	case <-l.released:
 		return false
+	default:
+		return l.lost.Fire()
 	}
 }
 
@@ -70,14 +53,14 @@ func (l *lease) Renew(ctx context.Context, _ time.Duration) error {
 	if l.g.lost() {
 		return l.g.lostErr()
 	}
-	if l.isLost() {
+	if l.lost.Fired() {
 		return backend.ErrLost
 	}
 	var st *zk.Stat
 	var exists bool
 	err := l.d.call(ctx, func() (err error) { exists, st, err = l.d.conn.Exists(l.path); return err })
 	if err != nil {
-		return ctxErr(ctx, err)
+		return l.d.storeErr(ctx, err)
 	}
 	if !exists || uint64(st.Czxid) != l.token || st.EphemeralOwner != l.g.id {
 		l.markLost()
@@ -88,72 +71,67 @@ func (l *lease) Renew(ctx context.Context, _ time.Duration) error {
 
 // Release implements backend.Lease: it deletes the node, whose path
 // (sequence and GUID) no other hold can have. A hold already reported lost
-// is deleted if it is still there, and reported ErrLost.
+// is deleted if it is still there, and reported ErrLost. A deletion that
+// fails is tried again in the background while the session lives.
 func (l *lease) Release(ctx context.Context) error {
-	l.markReleased()
+	l.mu.Lock()
+	close(l.released)
+	l.mu.Unlock()
+	if !l.stop() && l.lost.Fired() && l.g.lost() {
+		return l.g.lostErr() // its node is being deleted, or went with the session
+	}
 	err := l.d.call(ctx, func() error { return l.d.conn.Delete(l.path, -1) })
 	switch {
 	case errors.Is(err, zk.ErrNoNode):
 		return backend.ErrLost
 	case err != nil:
-		l.d.forget(l.path, l.g.id) // deleted by the heartbeat
-		return ctxErr(ctx, err)
-	case l.isLost():
+		l.d.retryDelete(l.g.id, l.path)
+		return l.d.storeErr(ctx, err)
+	case l.lost.Fired():
 		return backend.ErrLost
 	}
 	return nil
 }
 
-// watch closes lost when the node is deleted behind the owner's back or
-// its generation ends, until Release. It runs on a goroutine that Close
-// waits for. ownW is the watch on the node, or nil when the acquisition
-// did not set one: watch sets it, unless the hold is released first.
-func (l *lease) watch(ownW <-chan zk.Event) {
-	if ownW == nil && !l.rewatch(&ownW) {
+// watchDelay is how long a hold lasts before its node is watched.
+const watchDelay = 100 * time.Millisecond
+
+// watch fires lost when the node is deleted behind the owner's back, until
+// Release or the end of the generation (see granted). It runs on a
+// goroutine that Close waits for. The watch is set only once the hold has
+// lasted watchDelay: a short hold costs the create, the listing and the
+// delete alone, as zk.Lock's does. A deletion during the delay is seen all
+// the same: the node is then missing.
+func (l *lease) watch() {
+	select {
+	case <-time.After(watchDelay):
+	case <-l.released:
+		return
+	case <-l.g.ctx.Done():
 		return
 	}
-	for {
-		select {
-		case ev := <-ownW:
-			if ev.Type == zk.EventNodeDeleted || ev.Type == zk.EventNotWatching {
-				l.markLost()
-				return
-			}
-			// Its data changed: watch it again.
-			if !l.rewatch(&ownW) {
-				return
-			}
-		case <-l.g.done:
-			// The session may be alive still (the ensemble was out of
-			// reach): the node must not outlive the hold.
+	for retry := 20 * time.Millisecond; ; {
+		var st *zk.Stat
+		var gw, w <-chan zk.Event // gw is written by the call, w read after it
+		var again <-chan time.Time
+		err := l.d.call(l.g.ctx, func() (err error) { _, st, gw, err = l.d.conn.GetW(l.path); return err })
+		switch {
+		case errors.Is(err, zk.ErrNoNode), err == nil && uint64(st.Czxid) != l.token:
 			l.markLost()
-			l.d.forget(l.path, l.g.id)
+			return
+		case err != nil:
+			// No connection: a session that expires ends the generation.
+			again, retry = time.After(retry), min(2*retry, time.Second)
+		default:
+			w = gw
+		}
+		select {
+		case <-w: // a change of the node: look again
+		case <-again:
+		case <-l.g.ctx.Done():
 			return
 		case <-l.released:
 			return
-		case <-l.d.ctx.Done():
-			l.markLost()
-			return
 		}
 	}
-}
-
-// rewatch sets *ownW, a watch on the node, and reports whether it did and
-// the hold is not released. When the node is gone, or the request fails,
-// the hold is lost.
-func (l *lease) rewatch(ownW *<-chan zk.Event) bool {
-	if isClosed(l.released) {
-		return false
-	}
-	var st *zk.Stat
-	err := l.d.call(l.d.ctx, func() (err error) { _, st, *ownW, err = l.d.conn.GetW(l.path); return err })
-	switch {
-	case err == nil && uint64(st.Czxid) == l.token:
-		return !isClosed(l.released)
-	case err == nil, errors.Is(err, zk.ErrNoNode):
-	default:
-		l.d.forget(l.path, l.g.id)
-	}
-	l.markLost()
-	return false
 }

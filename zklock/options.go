@@ -1,12 +1,15 @@
 package zklock
 
 import (
-	"errors"
+	"context"
 	"fmt"
+	"net"
 	"strings"
 	"time"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/golocker/locker/internal/driverkit"
 )
 
 // Defaults of the options.
@@ -23,8 +26,8 @@ const (
 
 // cleanupTimeout bounds the deletion of a node whose acquisition failed or
 // was given up (ctx ended), so that an ensemble that does not answer cannot
-// hang the caller. A node whose deletion fails is deleted later by the
-// Driver's heartbeat, or goes with its session.
+// hang the caller. A node whose deletion fails is deleted later, in the
+// background, or goes with its session.
 const cleanupTimeout = 2 * time.Second
 
 // Option configures a Driver (New, Open). An option that does not apply to
@@ -37,7 +40,7 @@ type options struct {
 	timeoutSet     bool
 	connectTimeout time.Duration
 	acl            []zk.ACL
-	dialer         zk.Dialer // tests: a connection they can cut
+	dialer         driverkit.DialFunc
 
 	openOnly []string // Open-only options that were set, to refuse them in New
 }
@@ -46,20 +49,11 @@ func defaultOptions() options {
 	return options{prefix: DefaultPrefix, sessionTimeout: DefaultSessionTimeout, connectTimeout: DefaultConnectTimeout}
 }
 
-func (o *options) apply(opts []Option) error {
-	for _, f := range opts {
-		if f == nil {
-			continue
-		}
-		if err := f(o); err != nil {
-			return err
-		}
-	}
-	return nil
-}
+func (o *options) apply(opts []Option) error { return driverkit.Apply(o, opts) }
 
-// errOption is wrapped by every invalid option value.
-var errOption = errors.New("zklock: invalid option")
+func optionError(format string, args ...any) error {
+	return driverkit.BadOption("zklock", format, args...)
+}
 
 // WithPrefix sets the node under which the Driver keeps its locks (default
 // DefaultPrefix): lock name n is the node prefix/n, whose children are its
@@ -71,7 +65,7 @@ func WithPrefix(prefix string) Option {
 	return func(o *options) error {
 		p, err := cleanPrefix(prefix)
 		if err != nil {
-			return fmt.Errorf("%w: %v", errOption, err)
+			return optionError("%v", err)
 		}
 		o.prefix = p
 		return nil
@@ -112,7 +106,7 @@ func cleanPrefix(p string) (string, error) {
 func WithSessionTimeout(d time.Duration) Option {
 	return func(o *options) error {
 		if d < 10*time.Millisecond {
-			return fmt.Errorf("%w: session timeout %v, must be at least 10ms", errOption, d)
+			return optionError("session timeout %v, must be at least 10ms", d)
 		}
 		o.sessionTimeout, o.timeoutSet = d, true
 		return nil
@@ -125,7 +119,7 @@ func WithSessionTimeout(d time.Duration) Option {
 func WithConnectTimeout(d time.Duration) Option {
 	return func(o *options) error {
 		if d <= 0 {
-			return fmt.Errorf("%w: connect timeout %v, must be positive", errOption, d)
+			return optionError("connect timeout %v, must be positive", d)
 		}
 		o.connectTimeout = d
 		o.openOnly = append(o.openOnly, "WithConnectTimeout")
@@ -141,19 +135,24 @@ func WithConnectTimeout(d time.Duration) Option {
 func WithACL(acl []zk.ACL) Option {
 	return func(o *options) error {
 		if len(acl) == 0 {
-			return fmt.Errorf("%w: empty ACL", errOption)
+			return optionError("empty ACL")
 		}
 		o.acl = acl
 		return nil
 	}
 }
 
-// withDialer makes Open connect through dial (tests cut connections with
-// it).
-func withDialer(dial zk.Dialer) Option {
+// WithDialer makes the connection that Open creates dial through dial (a
+// proxy, or a test's conformance.FaultNet), within go-zookeeper's connect
+// timeout. Only for Open: give the connection you pass New a zk.WithDialer
+// yourself.
+func WithDialer(dial func(ctx context.Context, network, address string) (net.Conn, error)) Option {
 	return func(o *options) error {
+		if dial == nil {
+			return optionError("nil dialer")
+		}
 		o.dialer = dial
-		o.openOnly = append(o.openOnly, "withDialer")
+		o.openOnly = append(o.openOnly, "WithDialer")
 		return nil
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/golocker/locker/backend"
+	"github.com/golocker/locker/internal/driverkit"
 )
 
 // generation is the Driver's session as it last confirmed it: its id, and
@@ -30,12 +31,11 @@ type generation struct {
 	id      int64
 	timeout time.Duration
 
-	done chan struct{}
-	once sync.Once
+	ctx    context.Context // ends with the generation; its cause says why
+	cancel context.CancelCauseFunc
 
 	mu         sync.Mutex
 	validUntil time.Time
-	cause      error
 }
 
 // margin is how long before validUntil a generation ends. Heartbeats go
@@ -60,14 +60,7 @@ func (g *generation) extend(until time.Time) {
 	g.mu.Unlock()
 }
 
-func (g *generation) lost() bool {
-	select {
-	case <-g.done:
-		return true
-	default:
-		return false
-	}
-}
+func (g *generation) lost() bool { return g.ctx.Err() != nil }
 
 func (g *generation) alive(now time.Time) bool { return !g.lost() && now.Before(g.deadline()) }
 
@@ -80,24 +73,18 @@ func (g *generation) fresh(now time.Time) bool { return g.alive(now.Add(g.timeou
 
 // lostErr is the error of a hold whose generation ended: ErrLost, and why.
 func (g *generation) lostErr() error {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return fmt.Errorf("%w: %v", backend.ErrLost, g.cause)
+	return fmt.Errorf("%w: %v", backend.ErrLost, context.Cause(g.ctx))
 }
 
-func (g *generation) end(cause error) {
-	g.once.Do(func() {
-		g.mu.Lock()
-		g.cause = cause
-		g.mu.Unlock()
-		close(g.done)
-	})
-}
+func (g *generation) end(cause error) { g.cancel(cause) }
 
 // sessionTimeout is the timeout the server granted when it is known and
 // shorter than the one asked for.
 func (d *Driver) sessionTimeout() time.Duration {
-	if ms := d.negotiated.Load(); ms > 0 && time.Duration(ms)*time.Millisecond < d.timeout {
+	if d.log == nil {
+		return d.timeout
+	}
+	if ms := d.log.negotiated.Load(); ms > 0 && time.Duration(ms)*time.Millisecond < d.timeout {
 		return time.Duration(ms) * time.Millisecond
 	}
 	return d.timeout
@@ -147,8 +134,10 @@ func (d *Driver) confirm(sid int64, sent time.Time) *generation {
 		}
 		g.end(errors.New("the ZooKeeper session was replaced"))
 	}
-	d.gen = &generation{id: sid, timeout: t, validUntil: sent.Add(t), done: make(chan struct{})}
-	return d.gen
+	g := &generation{id: sid, timeout: t, validUntil: sent.Add(t)}
+	g.ctx, g.cancel = context.WithCancelCause(d.ctx)
+	d.gen = g
+	return g
 }
 
 // generation returns a fresh generation for an acquisition, sending a
@@ -169,9 +158,9 @@ func (d *Driver) generation(ctx context.Context) (*generation, error) {
 		case err == nil && g.fresh(time.Now()):
 			return g, nil
 		case err != nil && !errors.Is(err, errNoSession) && !retryable(err):
-			return nil, ctxErr(ctx, err)
+			return nil, err
 		}
-		if !pause(ctx, 10*time.Millisecond) {
+		if !driverkit.Sleep(ctx, 10*time.Millisecond) {
 			return nil, ctx.Err()
 		}
 	}
@@ -197,16 +186,7 @@ func (d *Driver) monitor() {
 		last = time.Now()
 		started := d.goBackground(func() {
 			defer d.beating.Store(false)
-			if _, err := d.heartbeat(d.ctx); err == nil && d.hasOrphans() && d.cleaning.CompareAndSwap(false, true) {
-				// Not on this goroutine: a slow ensemble must not delay
-				// the next heartbeat.
-				if !d.goBackground(func() {
-					defer d.cleaning.Store(false)
-					d.deleteOrphans()
-				}) {
-					d.cleaning.Store(false)
-				}
-			}
+			_, _ = d.heartbeat(d.ctx)
 		})
 		if !started {
 			return
@@ -227,62 +207,50 @@ func (d *Driver) checkSession() {
 	}
 }
 
-// forget records a node of session sid whose deletion failed, for the
-// heartbeat to delete while the session lives: a node left by an
-// acquisition that gave up would otherwise block the name for as long as
-// the session lives.
-func (d *Driver) forget(path string, sid int64) {
-	if d.crashed.Load() {
-		return
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.orphans == nil {
-		d.orphans = make(map[string]int64)
-	}
-	d.orphans[path] = sid
-}
-
-func (d *Driver) hasOrphans() bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return len(d.orphans) > 0
-}
-
-func (d *Driver) deleteOrphans() {
-	d.mu.Lock()
-	nodes := make(map[string]int64, len(d.orphans))
-	for p, sid := range d.orphans {
-		nodes[p] = sid
-	}
-	d.mu.Unlock()
-	for p, sid := range nodes {
-		var err error
-		if d.conn.SessionID() == sid {
-			ctx, cancel := context.WithTimeout(d.ctx, cleanupTimeout)
-			err = d.call(ctx, func() error { return d.conn.Delete(p, -1) })
-			cancel()
-		}
-		// Gone with its session, deleted, or already gone.
-		if err == nil || errors.Is(err, zk.ErrNoNode) {
-			d.mu.Lock()
-			delete(d.orphans, p)
-			d.mu.Unlock()
-		}
-	}
-}
-
-// remove deletes the node of an acquisition that failed or gave up, with a
-// context that is not the (possibly cancelled) caller's and a short bound.
-// If that fails, the heartbeat tries again while the session lives.
+// remove deletes the node at path, of an acquisition that failed or gave
+// up in generation g, with a context that is not the caller's (possibly
+// cancelled) one and a short bound, so that an ensemble that does not
+// answer cannot hang the caller; if that fails, in the background while
+// the session lives: the node would otherwise block the name for as long
+// as the session lives.
 func (d *Driver) remove(ctx context.Context, g *generation, path string) {
 	if d.crashed.Load() {
 		return
 	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-	defer cancel()
-	err := d.call(cctx, func() error { return d.conn.Delete(path, -1) })
-	if err != nil && !errors.Is(err, zk.ErrNoNode) {
-		d.forget(path, g.id)
+	gctx, cancel := driverkit.Grace(ctx, cleanupTimeout)
+	err := d.delete(gctx, path)
+	cancel()
+	if err != nil {
+		d.retryDelete(g.id, path)
 	}
+}
+
+// delete deletes the node at path; it is not an error that it is gone.
+func (d *Driver) delete(ctx context.Context, path string) error {
+	err := d.call(ctx, func() error { return d.conn.Delete(path, -1) })
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil
+	}
+	return err
+}
+
+// retryDelete deletes the node at path, of session sid, in the background,
+// until it is gone or goes with its session.
+func (d *Driver) retryDelete(sid int64, path string) {
+	if d.crashed.Load() {
+		return
+	}
+	d.goBackground(func() {
+		for wait := 50 * time.Millisecond; d.conn.SessionID() == sid; wait = min(2*wait, time.Second) {
+			if !driverkit.Sleep(d.ctx, wait) {
+				return
+			}
+			ctx, cancel := context.WithTimeout(d.ctx, cleanupTimeout)
+			err := d.delete(ctx, path)
+			cancel()
+			if err == nil {
+				return
+			}
+		}
+	})
 }

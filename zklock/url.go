@@ -7,14 +7,13 @@ import (
 	"net"
 	"net/url"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-zookeeper/zk"
 
 	"github.com/golocker/locker"
 	"github.com/golocker/locker/backend"
-	"github.com/golocker/locker/internal/urlparams"
+	"github.com/golocker/locker/internal/driverkit"
 )
 
 // Scheme is the URL scheme this package registers with package locker:
@@ -37,19 +36,7 @@ func init() {
 // credentials if any, and checks that the ensemble answers. opts apply
 // after the URL's parameters. The password never appears in an error.
 func Open(ctx context.Context, rawURL string, opts ...Option) (*Driver, error) {
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err // its message repeats the URL, password included
-		}
-		return nil, fmt.Errorf("zklock: open %s: %w: %v", locker.Redact(rawURL), backend.ErrBadURL, err)
-	}
-	d, err := openURL(ctx, u, opts)
-	if err != nil {
-		return nil, fmt.Errorf("zklock: open %s: %w", locker.Redact(rawURL), err)
-	}
-	return d, nil
+	return driverkit.Open("zklock", rawURL, func(u *url.URL) (*Driver, error) { return openURL(ctx, u, opts) })
 }
 
 func openURL(ctx context.Context, u *url.URL, extra []Option) (*Driver, error) {
@@ -68,44 +55,36 @@ func openURL(ctx context.Context, u *url.URL, extra []Option) (*Driver, error) {
 		}
 	}
 	log := &clientLog{}
-	dial := o.dialer
-	if dial == nil {
-		dial = net.DialTimeout
+	servers := strings.Join(cfg.servers, ",")
+	dial := net.DialTimeout
+	if o.dialer != nil {
+		dial = func(network, addr string, timeout time.Duration) (net.Conn, error) {
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			defer cancel()
+			return o.dialer(ctx, network, addr)
+		}
 	}
 	conn, _, err := zk.Connect(cfg.servers, o.sessionTimeout, zk.WithLogger(log), zk.WithDialer(dial))
 	if err != nil {
-		return nil, fmt.Errorf("zklock: %s: %w", strings.Join(cfg.servers, ","), err)
+		return nil, fmt.Errorf("zklock: %s: %w", servers, err)
 	}
-	d := newDriver(conn, true, o, &log.negotiated)
+	d := newDriver(conn, true, o, log, servers)
 	cctx, cancel := context.WithTimeout(ctx, o.connectTimeout)
 	defer cancel()
 	if cfg.username != "" {
 		auth := []byte(cfg.username + ":" + cfg.password)
 		if err := d.call(cctx, func() error { return conn.AddAuth("digest", auth) }); err != nil {
 			_ = d.Close()
-			return nil, fmt.Errorf("zklock: %s: authenticate: %w", strings.Join(cfg.servers, ","), ctxErr(cctx, err))
+			return nil, d.storeErr(cctx, fmt.Errorf("authenticate: %w", err))
 		}
 	}
 	// One answered request proves the ensemble answers, and confirms the
 	// session before the Driver is handed out.
 	if _, err := d.generation(cctx); err != nil {
 		_ = d.Close()
-		return nil, fmt.Errorf("zklock: %s: %w", strings.Join(cfg.servers, ","), err)
+		return nil, d.storeErr(cctx, err)
 	}
 	return d, nil
-}
-
-// clientLog receives go-zookeeper's log lines. It keeps quiet, and records
-// the session timeout the server granted, which go-zookeeper does not
-// expose otherwise.
-type clientLog struct{ negotiated atomic.Int64 }
-
-func (l *clientLog) Printf(format string, args ...any) {
-	if format == "authenticated: id=%d, timeout=%d" && len(args) == 2 {
-		if ms, ok := args[1].(int32); ok && ms > 0 {
-			l.negotiated.Store(int64(ms))
-		}
-	}
 }
 
 // urlConfig is what a URL says.
@@ -119,49 +98,25 @@ type urlConfig struct {
 var params = []string{"session_timeout", "connect_timeout"}
 
 func badURL(format string, args ...any) error {
-	return &urlError{msg: fmt.Sprintf(format, args...)}
+	return driverkit.BadURL("zklock", format, args...)
 }
-
-// urlError is a URL that cannot be used. It wraps backend.ErrBadURL, and
-// says so without repeating the "locker: " that locker.Open puts first.
-type urlError struct{ msg string }
-
-func (e *urlError) Error() string { return "zklock: bad URL: " + e.msg }
-
-func (e *urlError) Unwrap() error { return backend.ErrBadURL }
 
 // parseURL reads a zk:// URL. Its errors wrap backend.ErrBadURL and never
 // contain the password.
 func parseURL(u *url.URL) (*urlConfig, error) {
-	if !strings.EqualFold(u.Scheme, Scheme) {
-		return nil, badURL("scheme %q, want zk://", u.Scheme)
-	}
-	if u.Opaque != "" {
-		return nil, badURL("want zk://host:2181[/prefix]")
-	}
-	if u.Fragment != "" || u.RawFragment != "" {
-		return nil, badURL("zk:// takes no fragment")
-	}
-	cfg := &urlConfig{}
-	if u.User != nil {
-		cfg.username = u.User.Username()
-		cfg.password, _ = u.User.Password()
-		if cfg.username == "" {
-			return nil, badURL("a password without a user name")
-		}
-		if strings.Contains(cfg.username, ":") {
-			return nil, badURL("a digest user name cannot contain ':'")
-		}
-	}
-	if err := cfg.parseHosts(u.Host); err != nil {
+	h, err := driverkit.ParseHostsURL("zklock", Scheme, DefaultPort, u)
+	if err != nil {
 		return nil, err
 	}
-	if u.Path != "" && u.Path != "/" {
-		p := strings.TrimSuffix(u.Path, "/")
-		if _, err := cleanPrefix(p); err != nil {
+	cfg := &urlConfig{servers: h.Hosts, username: h.Username, password: h.Password}
+	if strings.Contains(cfg.username, ":") {
+		return nil, badURL("a digest user name cannot contain ':'")
+	}
+	if h.Path != "" {
+		if _, err := cleanPrefix(h.Path); err != nil {
 			return nil, badURL("%v", err)
 		}
-		cfg.opts = append(cfg.opts, WithPrefix(p))
+		cfg.opts = append(cfg.opts, WithPrefix(h.Path))
 	}
 	if err := cfg.parseQuery(u.RawQuery); err != nil {
 		return nil, err
@@ -169,20 +124,8 @@ func parseURL(u *url.URL) (*urlConfig, error) {
 	return cfg, nil
 }
 
-func (cfg *urlConfig) parseHosts(hostList string) error {
-	if hostList == "" {
-		return badURL("no host (want zk://host:2181)")
-	}
-	addrs, err := urlparams.Hosts(hostList, DefaultPort)
-	if err != nil {
-		return badURL("%v", err)
-	}
-	cfg.servers = addrs
-	return nil
-}
-
 func (cfg *urlConfig) parseQuery(raw string) error {
-	q, keys, err := urlparams.Query(raw, params)
+	q, keys, err := driverkit.Query(raw, params)
 	if err != nil {
 		return badURL("%v", err)
 	}

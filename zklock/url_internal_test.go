@@ -2,7 +2,6 @@ package zklock
 
 import (
 	"context"
-	"errors"
 	"net/url"
 	"slices"
 	"strings"
@@ -10,8 +9,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/golocker/locker"
 	"github.com/golocker/locker/backend"
+	"github.com/golocker/locker/internal/drivertest"
 )
 
 // parsed is what a test compares of a URL: its config and the options its
@@ -26,11 +25,7 @@ type parsed struct {
 
 func parse(t *testing.T, raw string) (parsed, error) {
 	t.Helper()
-	u, err := url.Parse(raw)
-	if err != nil {
-		t.Fatalf("url.Parse(%q): %v", raw, err)
-	}
-	cfg, err := parseURL(u)
+	cfg, err := parseURL(drivertest.URL(t, raw))
 	if err != nil {
 		return parsed{}, err
 	}
@@ -83,88 +78,66 @@ func TestParseURL(t *testing.T) {
 	}
 }
 
+// parseOnly parses u for the checks of refused URLs: only its error counts.
+func parseOnly(u *url.URL) error {
+	_, err := parseURL(u)
+	return err
+}
+
+// openAny is Open as package drivertest takes it.
+func openAny(ctx context.Context, raw string) (backend.Driver, error) { return Open(ctx, raw) }
+
 func TestParseURLErrors(t *testing.T) {
-	for _, tc := range []struct{ url, want string }{
-		{"etcd://h:1", "want zk://"},
-		{"zk:h:1", "want zk://"},
-		{"zk://", "no host"},
-		{"zk:///locks", "no host"},
-		{"zk://h:1#frag", "fragment"},
-		{"zk://h:0", "bad port"},
-		{"zk://h:1,,h:2", "empty host"},
-		{"zk://:1", "empty host name"},
-		{"zk://h:1,h:1", "given twice"},
-		{"zk://:secret@h:1", "password without a user name"},
-		{"zk://h:1/a//b", "empty, . or .. segment"},
-		{"zk://h:1/a/./b", "empty, . or .. segment"},
-		{"zk://h:1/zookeeper", "ZooKeeper's own"},
-		{"zk://h:1/zookeeper/quota", "ZooKeeper's own"},
-		{"zk://h:1/a%01b", "does not allow"},
-		{"zk://h:1?chroot=/x", `unknown parameter "chroot"`},
-		{"zk://h:1?session_timeout=1s&session_timeout=2s", "given 2 times"},
-		{"zk://h:1?session_timeout=10", "bad session_timeout"},
-		{"zk://h:1?session_timeout=1ms", "at least 10ms"},
-		{"zk://h:1?connect_timeout=0s", "bad connect_timeout"},
-		{"zk://h:1?a=%zz", "bad query"},
-	} {
-		t.Run(tc.url, func(t *testing.T) {
-			_, err := parse(t, tc.url)
-			if err == nil {
-				t.Fatal("parseURL succeeded")
-			}
-			if !errors.Is(err, backend.ErrBadURL) {
-				t.Errorf("error %v does not wrap ErrBadURL", err)
-			}
-			if !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("error %q does not say %q", err, tc.want)
-			}
-			if strings.Contains(err.Error(), "secret") {
-				t.Errorf("error %q shows the password", err)
-			}
-		})
-	}
+	drivertest.BadURLs(t, parseOnly, map[string]string{
+		"etcd://h:1":               "want zk://",
+		"zk:h:1":                   "want zk://",
+		"zk://":                    "no host",
+		"zk:///locks":              "no host",
+		"zk://h:1#frag":            "fragment",
+		"zk://h:0":                 "bad port",
+		"zk://h:1,,h:2":            "empty host",
+		"zk://:1":                  "empty host name",
+		"zk://h:1,h:1":             "given twice",
+		"zk://:secret@h:1":         "password without a user name",
+		"zk://h:1/a//b":            "empty, . or .. segment",
+		"zk://h:1/a/./b":           "empty, . or .. segment",
+		"zk://h:1/zookeeper":       "ZooKeeper's own",
+		"zk://h:1/zookeeper/quota": "ZooKeeper's own",
+		"zk://h:1/a%01b":           "does not allow",
+		"zk://h:1?chroot=/x":       `unknown parameter "chroot"`,
+		"zk://h:1?session_timeout=1s&session_timeout=2s": "given 2 times",
+		"zk://h:1?session_timeout=10":                    "bad session_timeout",
+		"zk://h:1?session_timeout=1ms":                   "at least 10ms",
+		"zk://h:1?connect_timeout=0s":                    "bad connect_timeout",
+		"zk://h:1?a=%zz":                                 "bad query",
+	}, "secret")
 }
 
 // TestOpenErrorsHideThePassword opens URLs that fail after parsing and
 // checks that the password appears in no error, through Open and through
 // locker.Open.
 func TestOpenErrorsHideThePassword(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for _, raw := range []string{
+	drivertest.OpenFailures(t, "Pa55-w0rd", 30*time.Second, openAny,
 		"zk://u:Pa55-w0rd@127.0.0.1:1?connect_timeout=300ms",
 		"zk://u:Pa55-w0rd@h:1/a//b",
 		"zk://u:Pa55-w0rd@127.0.0.1:1?%zz",
-	} {
-		if _, err := Open(ctx, raw); err == nil || strings.Contains(err.Error(), "Pa55-w0rd") {
-			t.Errorf("Open(%s) = %v, want an error without the password", locker.Redact(raw), err)
-		}
-		if _, err := locker.Open(ctx, raw); err == nil || strings.Contains(err.Error(), "Pa55-w0rd") {
-			t.Errorf("locker.Open(%s) = %v, want an error without the password", locker.Redact(raw), err)
-		}
-	}
+	)
+}
+
+// applyOne applies opt to the default options.
+func applyOne(opt Option) error {
+	o := defaultOptions()
+	return o.apply([]Option{opt})
 }
 
 func TestOptions(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		opt  Option
-		want string
-	}{
-		{"session timeout too short", WithSessionTimeout(time.Millisecond), "at least 10ms"},
-		{"prefix without a slash", WithPrefix("locks"), "must begin with '/'"},
-		{"prefix under /zookeeper", WithPrefix("/zookeeper/x"), "ZooKeeper's own"},
-		{"empty ACL", WithACL(nil), "empty ACL"},
-		{"zero connect timeout", WithConnectTimeout(0), "must be positive"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			o := defaultOptions()
-			err := o.apply([]Option{tc.opt})
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("apply = %v, want an error saying %q", err, tc.want)
-			}
-		})
-	}
+	drivertest.BadOptions(t, applyOne,
+		drivertest.BadOption[Option]{Name: "session timeout too short", Opt: WithSessionTimeout(time.Millisecond), Want: "at least 10ms"},
+		drivertest.BadOption[Option]{Name: "prefix without a slash", Opt: WithPrefix("locks"), Want: "must begin with '/'"},
+		drivertest.BadOption[Option]{Name: "prefix under /zookeeper", Opt: WithPrefix("/zookeeper/x"), Want: "ZooKeeper's own"},
+		drivertest.BadOption[Option]{Name: "empty ACL", Opt: WithACL(nil), Want: "empty ACL"},
+		drivertest.BadOption[Option]{Name: "zero connect timeout", Opt: WithConnectTimeout(0), Want: "must be positive"},
+	)
 	if _, err := New(nil, WithSessionTimeout(time.Second)); err == nil {
 		t.Error("New(nil) succeeded")
 	}
@@ -209,44 +182,21 @@ func TestLockNodes(t *testing.T) {
 // wraps ErrBadURL and hides the password, and that what it accepts is
 // usable.
 func FuzzParseURL(f *testing.F) {
-	for _, s := range []string{
-		"zk://h:1", "zk://u:pw@h1:1,h2:2/p?session_timeout=2s", "zk://[::1]:7/a/b",
-		"zk://h:1?connect_timeout=1s", "zk://h:1/%2E", "zk://,", "zk://h/zookeeper",
-	} {
-		f.Add(s)
-	}
-	const secret = "S3cr3t-Pw"
-	f.Fuzz(func(t *testing.T, raw string) {
-		u, err := url.Parse(raw)
-		if err != nil {
-			return
-		}
-		if u.User != nil {
-			if _, has := u.User.Password(); has {
-				u.User = url.UserPassword(u.User.Username(), secret)
-			}
-		}
-		cfg, err := parseURL(u)
-		if err != nil {
-			if !errors.Is(err, backend.ErrBadURL) {
-				t.Fatalf("parseURL(%q): %v does not wrap ErrBadURL", u, err)
-			}
-			if strings.Contains(err.Error(), secret) {
-				t.Fatalf("parseURL(%q): %v shows the password", u, err)
-			}
-			return
-		}
+	drivertest.FuzzURL(f, parseURL, func(t *testing.T, raw string, cfg *urlConfig) {
 		if len(cfg.servers) == 0 {
-			t.Fatalf("parseURL(%q) accepted no server", u)
+			t.Fatalf("parseURL(%q) accepted no server", raw)
 		}
 		o := defaultOptions()
 		if err := o.apply(cfg.opts); err != nil {
-			t.Fatalf("parseURL(%q) accepted options that do not apply: %v", u, err)
+			t.Fatalf("parseURL(%q) accepted options that do not apply: %v", raw, err)
 		}
 		if p, err := cleanPrefix(o.prefix); err != nil || p != o.prefix {
-			t.Fatalf("parseURL(%q) accepted prefix %q: %v", u, o.prefix, err)
+			t.Fatalf("parseURL(%q) accepted prefix %q: %v", raw, o.prefix, err)
 		}
-	})
+	},
+		"zk://h:1", "zk://u:pw@h1:1,h2:2/p?session_timeout=2s", "zk://[::1]:7/a/b",
+		"zk://h:1?connect_timeout=1s", "zk://h:1/%2E", "zk://,", "zk://h/zookeeper",
+	)
 }
 
 // FuzzEscape checks that every lock name becomes a node name without the

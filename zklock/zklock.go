@@ -1,11 +1,14 @@
 package zklock
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,83 +24,74 @@ import (
 
 // Driver is a lock driver on ZooKeeper: the holders and waiters of a lock
 // are ephemeral sequential nodes of the Driver's session. It implements
-// backend.Driver, backend.Inspector and backend.QueueInspector, and is safe
-// for concurrent use.
+// backend.Driver, backend.Waiter, backend.Inspector,
+// backend.QueueInspector and backend.LogSetter, and is safe for concurrent
+// use.
 type Driver struct {
-	conn       *zk.Conn
-	own        bool // the Driver created conn and closes it
-	prefix     string
-	acl        []zk.ACL
-	timeout    time.Duration // asked for (Open) or declared (New)
-	negotiated *atomic.Int64 // ms granted by the server, when known (Open)
+	conn    *zk.Conn
+	own     bool // the Driver created conn and closes it
+	prefix  string
+	acl     []zk.ACL
+	timeout time.Duration // asked for (Open) or declared (New)
+	servers string        // for errors
+	log     *clientLog    // go-zookeeper's logger (Open), nil for New
 
 	ctx    context.Context // ends with Close: stops every goroutine and wait
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // monitor, heartbeats, lease watchers, cleanups
 
-	mu      sync.Mutex
-	closed  bool
-	gen     *generation      // the session as last confirmed
-	orphans map[string]int64 // nodes to delete, by the session they belong to
+	mu     sync.Mutex
+	closed bool
+	gen    *generation // the session as last confirmed
 
-	beating  atomic.Bool // a heartbeat is in flight
-	cleaning atomic.Bool // deleteOrphans is running
-	crashed  atomic.Bool // stop as a dead process would: delete nothing (tests)
-
+	beating     atomic.Bool // a heartbeat is in flight
+	crashed     atomic.Bool // stop as a dead process would: delete nothing (tests)
 	plainCreate atomic.Bool // create nodes without the write that dates them (see create)
 
-	// For tests: events received on predecessors' nodes, waiters blocked
-	// on such a watch, nodes found again by their GUID after a connection
+	// For tests: waiters woken by their predecessor's deletion, waiters
+	// waiting for one, nodes found again by their GUID after a connection
 	// loss, acquisitions whose token came with their create, and a hook
 	// run after each acquisition's node is created.
-	predEvents    atomic.Int64
-	watching      atomic.Int64
-	recovered     atomic.Int64
-	createdTokens atomic.Int64
-	afterCreate   func()
+	wakeups, waiting, recovered, createdTokens atomic.Int64
+	afterCreate                                func()
 }
 
 var (
 	_ backend.Driver         = (*Driver)(nil)
+	_ backend.Waiter         = (*Driver)(nil)
 	_ backend.Inspector      = (*Driver)(nil)
 	_ backend.QueueInspector = (*Driver)(nil)
-	_ backend.LostNotifier   = (*lease)(nil)
+	_ backend.LogSetter      = (*Driver)(nil)
 )
 
 // New returns a Driver on a ZooKeeper connection the caller already has.
 // WithSessionTimeout is required: the session timeout the connection was
 // granted, from which the Driver decides when its holds may have expired
-// (go-zookeeper does not expose it). Close does not close conn. Options:
-// WithSessionTimeout, WithPrefix, WithACL.
+// (go-zookeeper does not expose it). Close does not close conn, and its
+// logs stay where its options send them. Options: WithSessionTimeout,
+// WithPrefix, WithACL.
 func New(conn *zk.Conn, opts ...Option) (*Driver, error) {
 	if conn == nil {
-		return nil, fmt.Errorf("%w: nil connection", errOption)
+		return nil, optionError("nil connection")
 	}
 	o := defaultOptions()
 	if err := o.apply(opts); err != nil {
 		return nil, err
 	}
 	if len(o.openOnly) > 0 {
-		return nil, fmt.Errorf("%w: %s applies to Open, not New", errOption, o.openOnly[0])
+		return nil, optionError("%s applies to Open, not New", o.openOnly[0])
 	}
 	if !o.timeoutSet {
-		return nil, fmt.Errorf("%w: New needs WithSessionTimeout, the session timeout of the connection", errOption)
+		return nil, optionError("New needs WithSessionTimeout, the session timeout of the connection")
 	}
 	if o.acl == nil {
 		o.acl = zk.WorldACL(zk.PermAll)
 	}
-	return newDriver(conn, false, o, new(atomic.Int64)), nil
+	return newDriver(conn, false, o, nil, ""), nil
 }
 
-func newDriver(conn *zk.Conn, own bool, o options, negotiated *atomic.Int64) *Driver {
-	d := &Driver{
-		conn:       conn,
-		own:        own,
-		prefix:     o.prefix,
-		acl:        o.acl,
-		timeout:    o.sessionTimeout,
-		negotiated: negotiated,
-	}
+func newDriver(conn *zk.Conn, own bool, o options, log *clientLog, servers string) *Driver {
+	d := &Driver{conn: conn, own: own, prefix: o.prefix, acl: o.acl, timeout: o.sessionTimeout, log: log, servers: servers}
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 	d.wg.Add(1)
 	go func() {
@@ -116,7 +110,6 @@ func (d *Driver) Capabilities() backend.Capabilities {
 		LostSignal:   true,
 		Expiry:       true,
 		SessionLease: true,
-		Inspect:      true,
 		CrossProcess: true,
 	}
 }
@@ -168,6 +161,7 @@ func (d *Driver) goBackground(f func()) bool {
 // returns or ctx ends. go-zookeeper's requests take no context and can
 // block until the connection fails (up to 2/3 of the session timeout, more
 // while it connects); an abandoned request finishes on its own goroutine.
+// What f writes may be read only when call returned nil.
 func (d *Driver) call(ctx context.Context, f func() error) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -182,10 +176,38 @@ func (d *Driver) call(ctx context.Context, f func() error) error {
 	}
 }
 
+// SetLogger implements backend.LogSetter: the connection that Open made
+// logs there (a Driver from New leaves its connection's logger alone).
+func (d *Driver) SetLogger(l *slog.Logger) {
+	if d.log != nil && l != nil {
+		d.log.log.Store(l)
+	}
+}
+
+// clientLog receives go-zookeeper's log lines. It sends them to the
+// logger of SetLogger (nowhere before), and records the session timeout
+// the server granted, which go-zookeeper does not expose otherwise.
+type clientLog struct {
+	negotiated atomic.Int64 // ms
+	log        atomic.Pointer[slog.Logger]
+}
+
+func (l *clientLog) Printf(format string, args ...any) {
+	if format == "authenticated: id=%d, timeout=%d" && len(args) == 2 {
+		if ms, ok := args[1].(int32); ok && ms > 0 {
+			l.negotiated.Store(int64(ms))
+		}
+	}
+	if lg := l.log.Load(); lg != nil {
+		lg.Info(fmt.Sprintf(format, args...), "logger", "go-zookeeper")
+	}
+}
+
 // Nodes. Lock name n is the container node prefix/esc(n); its children
 // are the protected ephemeral sequential nodes _c_<guid>-lock-<seq> of
 // its holder (lowest sequence) and waiters. The GUID lets an acquisition
-// find its node again after a connection loss.
+// find its node again after a connection loss. Names are escaped into one
+// node each, so that "x" and "x/y" are siblings, not parent and child.
 
 const (
 	protectedPrefix = "_c_"
@@ -217,29 +239,12 @@ func lockNodes(children []string) []lockNode {
 		if i < 0 || !strings.HasPrefix(c, protectedPrefix) {
 			continue
 		}
-		seq, err := strconv.ParseInt(c[i+len(lockInfix):], 10, 64)
-		if err != nil {
-			continue
+		if seq, err := strconv.ParseInt(c[i+len(lockInfix):], 10, 64); err == nil {
+			nodes = append(nodes, lockNode{name: c, seq: seq})
 		}
-		nodes = append(nodes, lockNode{name: c, seq: seq})
 	}
-	slices.SortFunc(nodes, func(a, b lockNode) int {
-		if a.seq != b.seq {
-			return compare(a.seq, b.seq)
-		}
-		return strings.Compare(a.name, b.name)
-	})
+	slices.SortFunc(nodes, func(a, b lockNode) int { return cmp.Or(cmp.Compare(a.seq, b.seq), strings.Compare(a.name, b.name)) })
 	return nodes
-}
-
-func compare(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // forbidden reports whether ZooKeeper refuses r in a node name. The server
@@ -276,53 +281,37 @@ func escape(name string) string {
 // unescape reverses escape; ok is false for a node name escape cannot have
 // produced.
 func unescape(s string) (string, bool) {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] != '%' {
-			b.WriteByte(s[i])
-			continue
-		}
-		if i+2 >= len(s) {
-			return "", false
-		}
-		v, err := strconv.ParseUint(s[i+1:i+3], 16, 8)
-		if err != nil {
-			return "", false
-		}
-		b.WriteByte(byte(v))
-		i += 2
-	}
-	return b.String(), utf8.ValidString(b.String())
+	name, err := url.PathUnescape(s)
+	return name, err == nil && utf8.ValidString(name)
 }
 
 // errSessionEnded says an acquisition must start again: the session it
 // used ended, or its node vanished, while it was in flight.
 var errSessionEnded = errors.New("zklock: session ended")
 
-// ctxErr returns ctx's error when ctx has ended (the call failed because of
-// it), else err.
-func ctxErr(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		return ctx.Err()
+// storeErr is the error of a call that failed with ZooKeeper's err: it
+// names the servers, and matches ctx's error when ctx ended.
+func (d *Driver) storeErr(ctx context.Context, err error) error {
+	if err == nil || errors.Is(err, backend.ErrClosed) {
+		return err
 	}
-	return err
+	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+		err = fmt.Errorf("%w: %w", cerr, err)
+	}
+	servers := d.servers
+	if servers == "" {
+		servers = d.conn.Server()
+	}
+	return fmt.Errorf("zklock: %s: %w", servers, err)
 }
 
 // retryable reports whether a request failed for a reason that passes: a
 // connection being re-established, a session being replaced.
 func retryable(err error) bool {
-	return errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrSessionExpired) || errors.Is(err, zk.ErrSessionMoved)
-}
-
-// pause waits d, or less if ctx ends first; it reports whether ctx is still
-// alive.
-func pause(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
+	for _, e := range []error{zk.ErrConnectionClosed, zk.ErrSessionExpired, zk.ErrSessionMoved, zk.ErrNoServer} {
+		if errors.Is(err, e) {
+			return true
+		}
 	}
+	return false
 }

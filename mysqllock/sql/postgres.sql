@@ -1,88 +1,151 @@
 -- Statements of the PostgreSQL dialect of package mysqllock.
 --
--- {table} is replaced by the validated, quoted table name. Every time is
--- the database's: statement_timestamp(), fixed for the statement. Lease
--- lengths are passed in microseconds, never a client time. Lines starting
--- with "--" are comments and are not sent.
+-- {table} is replaced by the validated, quoted table name, and {x} by the
+-- fragment named x below. Every time is the database's:
+-- statement_timestamp(), fixed for the statement. Parameters are named
+-- (@name, GORM binds each occurrence): names, owners, lease lengths and
+-- windows in microseconds, ticket numbers; never a client time. Lines
+-- starting with "--" are comments and are not sent.
 
 -- name: create
 CREATE TABLE IF NOT EXISTS {table} (
   name       VARCHAR(512) COLLATE "C" NOT NULL PRIMARY KEY,
   owner      VARCHAR(255),
   fence      BIGINT      NOT NULL DEFAULT 0,
-  expires_at TIMESTAMPTZ
+  expires_at TIMESTAMPTZ,
+  tickets    BIGINT      NOT NULL DEFAULT 0,
+  serving    BIGINT      NOT NULL DEFAULT 1,
+  serving_at TIMESTAMPTZ
 )
+
+-- name: now
+statement_timestamp()
+
+-- name: lease
+(CAST(@lease_us AS BIGINT) * INTERVAL '1 microsecond')
+
+-- name: lapse
+({now} - CAST(@window_us AS BIGINT) * INTERVAL '1 microsecond')
+
+-- name: ticket
+CAST(@ticket AS BIGINT)
+
+-- Fragments of acquire, on the row as it was (l).
+-- name: free
+(l.owner IS NULL OR l.owner = '' OR l.expires_at IS NULL OR l.expires_at < {now})
+
+-- name: empty
+(l.serving > l.tickets)
+
+-- name: lapsed
+-- The head's turn has lapsed: the lock has been free for the window, and
+-- the turn began before it (a release sets expires_at to its time).
+({free} AND (l.serving_at IS NULL OR l.serving_at < {lapse}) AND (l.expires_at IS NULL OR l.expires_at < {lapse}))
+
+-- name: head
+-- It is the waiter's turn: its ticket is served, or the head before it
+-- lapsed (the waiter then takes the turn over, skipping the tickets
+-- between).
+({ticket} > 0 AND {ticket} <= l.tickets AND ({ticket} = l.serving OR ({ticket} > l.serving AND {lapsed})))
+
+-- name: grant
+({free} AND (@wait = 0 OR {empty} OR {head} OR ({ticket} = 0 AND {lapsed})))
+
+-- name: state
+-- What acquire returns and look reads: the holder, the fence, the
+-- holder's remaining lease (µs, -1 when released), the queue, whether its
+-- head has lapsed, and how long ago the turn moved (µs).
+owner, fence,
+CASE WHEN owner IS NULL OR owner = '' OR expires_at IS NULL THEN -1
+     ELSE CAST(EXTRACT(EPOCH FROM (expires_at - {now})) * 1000000 AS BIGINT) END,
+tickets, serving,
+CASE WHEN (owner IS NULL OR owner = '' OR expires_at IS NULL OR expires_at < {now})
+      AND (serving_at IS NULL OR serving_at < {lapse}) AND (expires_at IS NULL OR expires_at < {lapse}) THEN 1 ELSE 0 END,
+CAST(EXTRACT(EPOCH FROM ({now} - serving_at)) * 1000000 AS BIGINT)
 
 -- name: acquire
--- One atomic statement: create the row held (fence 1), or take it if it
--- is free or expired (fence + 1). ON CONFLICT never raises a duplicate
--- key error. No row comes back when another owner holds the lock.
--- Parameters: name, owner, lease (µs).
-INSERT INTO {table} AS l (name, owner, fence, expires_at)
-VALUES (?, ?, 1, statement_timestamp() + CAST(? AS BIGINT) * INTERVAL '1 microsecond')
-ON CONFLICT (name) DO UPDATE
-   SET owner = EXCLUDED.owner,
-       fence = l.fence + 1,
-       expires_at = EXCLUDED.expires_at
- WHERE l.owner IS NULL OR l.owner = '' OR l.expires_at IS NULL OR l.expires_at < statement_timestamp()
-RETURNING fence
+-- One atomic statement: create the row held (fence 1), or take the
+-- existing row if it is free and this is a single attempt, or nobody
+-- queues, or it is the waiter's turn (fence + 1; the turn then passes to
+-- the next ticket). No row comes back when the lock is not granted.
+INSERT INTO {table} AS l (name, owner, fence, expires_at, tickets, serving, serving_at)
+VALUES (@name, @owner, 1, {now} + {lease}, 0, 1, NULL)
+ON CONFLICT (name) DO UPDATE SET
+  owner      = EXCLUDED.owner,
+  fence      = l.fence + 1,
+  expires_at = EXCLUDED.expires_at,
+  serving    = CASE WHEN {ticket} > 0 AND {ticket} >= l.serving AND {ticket} <= l.tickets THEN {ticket} + 1 ELSE l.serving END,
+  serving_at = CASE WHEN {ticket} > 0 AND {ticket} >= l.serving AND {ticket} <= l.tickets THEN {now} ELSE l.serving_at END
+WHERE {grant}
+RETURNING {state}
 
--- name: remaining
--- The holder's remaining lease in microseconds, or -1 when the lock looks
--- free. Parameters: name.
-SELECT CASE
-         WHEN owner IS NULL OR owner = '' OR expires_at IS NULL THEN -1
-         ELSE CAST(EXTRACT(EPOCH FROM (expires_at - statement_timestamp())) * 1000000 AS BIGINT)
-       END
-  FROM {table}
- WHERE name = ?
+-- name: take_ticket
+-- A waiter that did not get the lock takes the next ticket: RETURNING's
+-- tickets is its number. The first ticket of an empty queue has its turn
+-- at once.
+UPDATE {table}
+   SET tickets = tickets + 1,
+       serving_at = CASE WHEN serving > tickets THEN {now} ELSE serving_at END
+ WHERE name = @name
+RETURNING {state}
+
+-- name: look
+-- A waiter's look between attempts: a plain read, no row lock.
+SELECT {state} FROM {table} WHERE name = @name
 
 -- name: renew
--- Parameters: lease (µs), name, owner.
 UPDATE {table}
-   SET expires_at = statement_timestamp() + CAST(? AS BIGINT) * INTERVAL '1 microsecond'
- WHERE name = ? AND owner = ? AND expires_at >= statement_timestamp()
+   SET expires_at = {now} + {lease}
+ WHERE name = @name AND owner = @owner AND expires_at >= {now}
+
+-- name: renew_batch
+-- Every lease of one length in a batch; the rows that come back were
+-- renewed, the others lost. name IN keeps it on the primary key.
+UPDATE {table}
+   SET expires_at = {now} + {lease}
+ WHERE name IN @names AND (name, owner) IN @pairs AND expires_at >= {now}
+RETURNING name, owner
+
+-- name: notify
+-- The payload of a release's notification: the ticket whose turn it is,
+-- and the name.
+SELECT pg_notify(@channel , CAST(r.serving AS TEXT) || ' ' || r.name) FROM r
 
 -- name: release
--- Frees the row (it and its fence stay) and wakes the waiters of every
--- driver listening on the table's channel; the notification is delivered
--- at commit. The command tag counts the rows released.
--- Parameters: name, owner, channel.
+-- Frees the row (it and its fence stay) and wakes the waiter whose turn
+-- it is, in every driver listening on the table's channel; the
+-- notification is delivered at commit. The command tag counts the rows
+-- released.
 WITH r AS (
-  UPDATE {table}
-     SET owner = NULL
-   WHERE name = ? AND owner = ? AND expires_at >= statement_timestamp()
-  RETURNING name
+  UPDATE {table} SET owner = NULL, expires_at = {now}
+   WHERE name = @name AND owner = @owner AND expires_at >= {now}
+  RETURNING name, serving
 )
-SELECT pg_notify(?, r.name) FROM r
+{notify}
 
 -- name: release_any
--- Release by owner whatever the lease. Parameters: name, owner, channel.
+-- Release by owner whatever the lease.
 WITH r AS (
-  UPDATE {table}
-     SET owner = NULL
-   WHERE name = ? AND owner = ?
-  RETURNING name
+  UPDATE {table} SET owner = NULL, expires_at = {now}
+   WHERE name = @name AND owner = @owner
+  RETURNING name, serving
 )
-SELECT pg_notify(?, r.name) FROM r
+{notify}
 
 -- name: force_release
--- Parameters: name, channel.
 WITH r AS (
-  UPDATE {table}
-     SET owner = NULL
-   WHERE name = ? AND owner IS NOT NULL AND owner <> '' AND expires_at >= statement_timestamp()
-  RETURNING name
+  UPDATE {table} SET owner = NULL, expires_at = {now}
+   WHERE name = @name AND owner IS NOT NULL AND owner <> '' AND expires_at >= {now}
+  RETURNING name, serving
 )
-SELECT pg_notify(?, r.name) FROM r
+{notify}
 
 -- name: holds
 -- name has the "C" collation, so LIKE compares bytes and can use the
 -- primary key. '!' escapes % _ and ! in the prefix.
--- Parameters: prefix pattern.
 SELECT name, owner, fence,
-       CAST(EXTRACT(EPOCH FROM (expires_at - statement_timestamp())) * 1000000 AS BIGINT)
+       CAST(EXTRACT(EPOCH FROM (expires_at - {now})) * 1000000 AS BIGINT)
   FROM {table}
- WHERE name LIKE ? ESCAPE '!'
-   AND owner IS NOT NULL AND owner <> '' AND expires_at >= statement_timestamp()
+ WHERE name LIKE @prefix ESCAPE '!'
+   AND owner IS NOT NULL AND owner <> '' AND expires_at >= {now}
  ORDER BY name

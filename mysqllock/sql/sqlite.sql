@@ -1,76 +1,106 @@
 -- Statements of the SQLite dialect of package mysqllock.
 --
--- {table} is replaced by the validated, quoted table name. expires_at is
--- in Unix milliseconds of the database's clock, which for SQLite is the
--- clock of the machine that holds the file: {now} is replaced by an
--- expression that reads it once per statement. Lease lengths are passed
--- in microseconds, never a client time. Lines starting with "--" are
--- comments and are not sent.
+-- {table} is replaced by the validated, quoted table name, and {x} by the
+-- fragment named x below. Times are Unix milliseconds of the database's
+-- clock, which for SQLite is the clock of the machine that holds the file:
+-- {now} reads it once per statement. Parameters are named (@name, GORM
+-- binds each occurrence): names, owners, lease lengths and windows in
+-- microseconds, ticket numbers; never a client time. Lines starting with
+-- "--" are comments and are not sent. The statements are those of
+-- postgres.sql; the comments there say what each does.
 
 -- name: now
-(CAST(strftime('%s', 'now') AS INTEGER) * 1000 + CAST(substr(strftime('%f', 'now'), 4) AS INTEGER))
+CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)
+
+-- name: lease
+((@lease_us + 999) / 1000)
 
 -- name: create
 CREATE TABLE IF NOT EXISTS {table} (
   name       TEXT    NOT NULL PRIMARY KEY,
   owner      TEXT,
   fence      INTEGER NOT NULL DEFAULT 0,
-  expires_at INTEGER
+  expires_at INTEGER,
+  tickets    INTEGER NOT NULL DEFAULT 0,
+  serving    INTEGER NOT NULL DEFAULT 1,
+  serving_at INTEGER
 ) WITHOUT ROWID
 
--- name: acquire
--- One atomic statement, as on PostgreSQL: create the row held (fence 1),
--- or take it if it is free or expired. No row comes back when another
--- owner holds the lock. Parameters: name, owner, lease (µs).
-INSERT INTO {table} (name, owner, fence, expires_at)
-VALUES (?, ?, 1, {now} + (? + 999) / 1000)
-ON CONFLICT (name) DO UPDATE
-   SET owner = excluded.owner,
-       fence = fence + 1,
-       expires_at = excluded.expires_at
- WHERE owner IS NULL OR owner = '' OR expires_at IS NULL OR expires_at < {now}
-RETURNING fence
+-- Fragments of acquire: in an upsert's DO UPDATE, a bare column is the
+-- row as it was.
+-- name: free
+(owner IS NULL OR owner = '' OR expires_at IS NULL OR expires_at < {now})
 
--- name: remaining
--- The holder's remaining lease in microseconds, or -1 when the lock looks
--- free. Parameters: name.
-SELECT CASE
-         WHEN owner IS NULL OR owner = '' OR expires_at IS NULL THEN -1
-         ELSE (expires_at - {now}) * 1000
-       END
-  FROM {table}
- WHERE name = ?
+-- name: lapse
+({now} - @window_us / 1000)
+
+-- name: lapsed
+({free} AND ifnull(serving_at, 0) < {lapse} AND ifnull(expires_at, 0) < {lapse})
+
+-- name: head
+(@ticket > 0 AND @ticket <= tickets AND (@ticket = serving OR (@ticket > serving AND {lapsed})))
+
+-- name: grant
+({free} AND (@wait = 0 OR serving > tickets OR {head} OR (@ticket = 0 AND {lapsed})))
+
+-- name: state
+owner, fence,
+CASE WHEN owner IS NULL OR owner = '' OR expires_at IS NULL THEN -1 ELSE (expires_at - {now}) * 1000 END,
+tickets, serving, CASE WHEN {lapsed} THEN 1 ELSE 0 END, ({now} - serving_at) * 1000
+
+-- name: acquire
+INSERT INTO {table} (name, owner, fence, expires_at, tickets, serving, serving_at)
+VALUES (@name, @owner, 1, {now} + {lease}, 0, 1, NULL)
+ON CONFLICT (name) DO UPDATE SET
+  owner      = excluded.owner,
+  fence      = fence + 1,
+  expires_at = excluded.expires_at,
+  serving    = CASE WHEN @ticket > 0 AND @ticket >= serving AND @ticket <= tickets THEN @ticket + 1 ELSE serving END,
+  serving_at = CASE WHEN @ticket > 0 AND @ticket >= serving AND @ticket <= tickets THEN {now} ELSE serving_at END
+WHERE {grant}
+RETURNING {state}
+
+-- name: take_ticket
+UPDATE {table}
+   SET tickets = tickets + 1,
+       serving_at = CASE WHEN serving > tickets THEN {now} ELSE serving_at END
+ WHERE name = @name
+RETURNING {state}
+
+-- name: look
+SELECT {state} FROM {table} WHERE name = @name
 
 -- name: renew
--- Parameters: lease (µs), name, owner.
 UPDATE {table}
-   SET expires_at = {now} + (? + 999) / 1000
- WHERE name = ? AND owner = ? AND expires_at >= {now}
+   SET expires_at = {now} + {lease}
+ WHERE name = @name AND owner = @owner AND expires_at >= {now}
+
+-- name: renew_batch
+UPDATE {table}
+   SET expires_at = {now} + {lease}
+ WHERE name IN @names AND (name, owner) IN @pairs AND expires_at >= {now}
+RETURNING name, owner
 
 -- name: release
--- The row and its fence stay. Parameters: name, owner.
 UPDATE {table}
-   SET owner = NULL
- WHERE name = ? AND owner = ? AND expires_at >= {now}
+   SET owner = NULL, expires_at = {now}
+ WHERE name = @name AND owner = @owner AND expires_at >= {now}
 
 -- name: release_any
--- Parameters: name, owner.
 UPDATE {table}
-   SET owner = NULL
- WHERE name = ? AND owner = ?
+   SET owner = NULL, expires_at = {now}
+ WHERE name = @name AND owner = @owner
 
 -- name: force_release
--- Parameters: name.
 UPDATE {table}
-   SET owner = NULL
- WHERE name = ? AND owner IS NOT NULL AND owner <> '' AND expires_at >= {now}
+   SET owner = NULL, expires_at = {now}
+ WHERE name = @name AND owner IS NOT NULL AND owner <> '' AND expires_at >= {now}
 
 -- name: holds
 -- LIKE is case-insensitive on SQLite: compare the prefix with substr
--- (which counts characters, as the driver does). Parameters: prefix
--- length in characters, prefix.
+-- (which counts characters, as the driver does).
 SELECT name, owner, fence, (expires_at - {now}) * 1000
   FROM {table}
- WHERE substr(name, 1, ?) = ?
+ WHERE substr(name, 1, @prefix_len ) = @prefix
    AND owner IS NOT NULL AND owner <> '' AND expires_at >= {now}
  ORDER BY name

@@ -106,13 +106,14 @@ end
 -- of a busy lock in the time a reserve.lua call takes.
 local BLOCK = 64
 
--- grant_reply is the {2, token, last} of a hold found in the hash. A
--- 'last' below the token (written by an older version, or absent) is the
--- token itself: no tokens are reserved.
+-- grant_reply is the {2, token, last, pttl} of a hold found in the hash,
+-- with its remaining lease (so that the caller dates it exactly). A 'last'
+-- below the token (written by an older version, or absent) is the token
+-- itself: no tokens are reserved.
 local function grant_reply()
   local cur = redis.call('hmget', KEYS[1], 'token', 'last')
   local token = tonumber(cur[1]) or 0
-  return {2, token, math.max(token, tonumber(cur[2]) or 0)}
+  return {2, token, math.max(token, tonumber(cur[2]) or 0), redis.call('pttl', KEYS[1])}
 end
 
 -- hand_off gives the lock to the oldest live waiter and tells it on its

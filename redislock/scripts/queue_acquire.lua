@@ -10,13 +10,15 @@
 --
 -- Returns {1, token, last} when this call granted the lock, with the last
 -- token reserved for the caller's Driver (BLOCK of them when it has an
--- inbox); {2, token, last} when the owner already holds it (it was handed the lock while it
--- waited, or this very request ran before and a client retried it), with
--- the last token reserved for it; {0, pttl, mine} when another owner holds
--- it: the holder's remaining lease, -1 if the key has no expiry (set by
--- hand), and mine = 1 when the caller waits and every live waiter ahead of
--- it has the caller's inbox (its own Driver's waiters: that Driver may
--- pass the lock to it in turn, transfer.lua), 0 otherwise.
+-- inbox); {2, token, last, pttl} when the owner already holds it (it was
+-- handed the lock while it waited, or this very request ran before and a
+-- client retried it), with the last token reserved for it and the lease
+-- left; {0, pttl, fence,
+-- owner, token} when another owner holds it: the holder's remaining lease
+-- (-1 if the key has no expiry, set by hand), the fence counter now, and
+-- the holder. A grant to the caller that this call did not find was made
+-- before it, with a token not above fence: a waiter that receives such a
+-- grant's message late (a stalled process) knows it for stale.
 --
 -- A free lock goes to the caller only if nobody waits or the caller is the
 -- oldest waiter; otherwise this call hands it to the oldest one.
@@ -41,10 +43,8 @@ if not owner then
   end
   hand_off(nil)
 end
-local mine = 0
 if ARGV[3] == '1' then
-  local now = now_ms()
-  place(ARGV[1], ARGV[2], tonumber(ARGV[4]), ARGV[5], now)
+  place(ARGV[1], ARGV[2], tonumber(ARGV[4]), ARGV[5], now_ms())
   -- The holder's Driver, if it listens and is not the caller's, learns
   -- that another Driver's waiter queues, once per grant: it then stops
   -- passing the lock to its own later waiters.
@@ -53,20 +53,6 @@ if ARGV[3] == '1' then
     redis.call('hset', KEYS[1], 'queued', '1')
     redis.call('publish', held[1], 'q ' .. KEYS[1])
   end
-  -- Only the first MINE_SCAN places are looked at: a waiter further back
-  -- is not passed the lock.
-  if ARGV[5] ~= '' then
-    local MINE_SCAN = 64
-    for _, o in ipairs(redis.call('lrange', KEYS[3], 0, MINE_SCAN - 1)) do
-      if o == ARGV[1] then
-        mine = 1
-        break
-      end
-      local deadline, _, inbox = entry(redis.call('hget', KEYS[4], o))
-      if deadline and deadline >= now and inbox ~= ARGV[5] then
-        break
-      end
-    end
-  end
 end
-return {0, redis.call('pttl', KEYS[1]), mine}
+local cur = redis.call('hmget', KEYS[1], 'owner', 'token')
+return {0, redis.call('pttl', KEYS[1]), tonumber(redis.call('get', KEYS[2])) or 0, cur[1] or '', tonumber(cur[2]) or 0}

@@ -4,16 +4,10 @@
 -- ARGV[1]  the owner that Redis has as the holder
 -- ARGV[2]  the last token the Driver has reserved
 -- ARGV[3]  how many more to reserve
--- ARGV[4...]  owners to take out of the queue: waiters that the Driver
---          passed the lock to, whose places are left
 --
 -- Returns the new last token, or 0 when the lock is not (or no longer)
 -- that owner's, or its last reserved token is not ARGV[2] (then the new
 -- ones would not follow on from the old).
-for i = 4, #ARGV do
-  redis.call('lrem', KEYS[3], 1, ARGV[i])
-  redis.call('hdel', KEYS[4], ARGV[i])
-end
 local cur = redis.call('hmget', KEYS[1], 'owner', 'last')
 if cur[1] ~= ARGV[1] or tonumber(cur[2]) ~= tonumber(ARGV[2]) then
   return 0
