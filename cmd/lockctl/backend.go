@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 
@@ -23,25 +24,33 @@ func defaultURL() (string, error) {
 	return "sqlite://" + filepath.ToSlash(filepath.Join(dir, "lockctl.db")), nil
 }
 
-// backendURL picks the URL: --url, then $LOCKER_URL, then the default.
-func backendURL(g globals, e env) (string, error) {
+// backendURL picks the URL: --url, then $LOCKER_URL, then the default;
+// fallback tells that it is the default.
+func backendURL(g globals, e env) (u string, fallback bool, err error) {
 	if g.url != "" {
-		return g.url, nil
+		return g.url, false, nil
 	}
 	if u := e.getenv("LOCKER_URL"); u != "" {
-		return u, nil
+		return u, false, nil
 	}
-	return defaultURL()
+	u, err = defaultURL()
+	return u, true, err
 }
 
-// open opens a Client on the chosen backend. Errors never contain a
-// password: locker.Open redacts them.
+// open opens a Client on the chosen backend. An in-process backend is
+// refused: no other process would see its locks. When it falls back to the
+// default backend, it says so on stderr, so that nobody wonders why their
+// locks are not where they look. Errors never contain a password:
+// locker.Open redacts them.
 func open(ctx context.Context, g globals, e env, opts ...locker.Option) (*locker.Client, string, error) {
-	u, err := backendURL(g, e)
+	u, fallback, err := backendURL(g, e)
 	if err != nil {
 		return nil, "", fail(exitBackend, "cannot find a place for the default backend: %v", err)
 	}
-	c, err := locker.Open(ctx, u, opts...)
+	if fallback {
+		fmt.Fprintf(e.stderr, "lockctl: no --url and no $LOCKER_URL: using the default backend %s\n", u)
+	}
+	c, err := locker.Open(ctx, u, append([]locker.Option{locker.RequireCrossProcess()}, opts...)...)
 	if err != nil {
 		code := exitBackend
 		if errors.Is(err, locker.ErrUnknownScheme) || errors.Is(err, locker.ErrBadURL) || errors.Is(err, locker.ErrInvalidOption) || errors.Is(err, locker.ErrInvalidTTL) {

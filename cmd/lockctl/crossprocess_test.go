@@ -93,6 +93,8 @@ func exitCode(t *testing.T, cmd *exec.Cmd, d time.Duration) int {
 		}
 		return 0
 	case <-time.After(d):
+		_ = cmd.Process.Kill()
+		<-done // one Wait at a time: the cleanup's comes after this one
 		t.Fatalf("lockctl did not exit within %v", d)
 		return -1
 	}

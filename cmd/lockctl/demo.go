@@ -55,7 +55,7 @@ func cmdDemo(ctx context.Context, g globals, args []string, e env) error {
 	if len(pos) > 0 || dash {
 		return usage("demo takes no arguments")
 	}
-	u, err := backendURL(g, e)
+	u, _, err := backendURL(g, e)
 	if err != nil {
 		return fail(exitBackend, "%v", err)
 	}

@@ -5,11 +5,16 @@
 //	lockctl [--url URL] list [--prefix P] [--json]
 //	lockctl [--url URL] release --force NAME
 //	lockctl [--url URL] bench [--workers N] [--duration D] [--hold D] [--think D]
+//	lockctl [--url URL] serve [--addr ADDR] [--read-only] [--token-env VAR] [--basic-auth-env VAR] [--prefix P]
+//	lockctl [--url URL] load [--duration D] [--workers N] [--handles N] [--rate R] [--out DIR] SCENARIO
 //	lockctl [--url URL] demo
 //
 // The backend is --url, else $LOCKER_URL, else the embedded default: a SQLite
 // file in the user's cache directory, so every subcommand works on a fresh
-// machine. Passwords in URLs are never printed.
+// machine (lockctl says on stderr when it falls back to it). An in-process
+// backend (mem://) is refused: no other process could see its locks.
+// Passwords in URLs are never printed. `lockctl CMD --help` lists a
+// subcommand's flags; `lockctl --version` prints the version.
 //
 // # run
 //
@@ -17,18 +22,55 @@
 // command runs; the command finds the fencing token in $LOCKER_TOKEN and the
 // name in $LOCKER_LOCK_NAME. --wait 0 fails at once if the lock is held;
 // --wait D waits at most D; without --wait, run waits until the lock is
-// free. Signals sent to lockctl (INT, TERM, HUP, QUIT, USR1, USR2) are passed
-// to the command. If the hold is lost while the command runs, the command
-// gets SIGTERM, then SIGKILL after --grace, and lockctl exits with 125.
+// free; a held lock's message names its holder where the backend can say
+// (owner, token, time left). Signals sent to lockctl (INT, TERM, HUP, QUIT,
+// USR1, USR2) are passed to the command. The hold is checked on the store
+// every second at least (every renewal is owner-checked), so a hold freed
+// by force is noticed within about a second on every backend. If the hold
+// is lost while the command runs, the command gets SIGTERM, then SIGKILL
+// after --grace, and lockctl exits with 125, saying when and why; it also
+// exits with 125 if the release after the command finds the hold gone.
+//
+// # serve
+//
+// serve serves the admin page of package lockadmin on --addr (default
+// 127.0.0.1:8080) until SIGINT or SIGTERM: the holds, live, and a button
+// to release one by force, with a reason that goes to the audit log (JSON
+// lines on stderr). Credentials come from the environment, never from a
+// flag's value: a bearer token from $LOCKER_ADMIN_TOKEN, user:password for
+// basic auth from $LOCKER_ADMIN_BASIC_AUTH, or from the variables that
+// --token-env and --basic-auth-env name. Without credentials serve refuses
+// a non-loopback address (exit 64). docs/operating.md has the details.
+//
+// # load
+//
+// load runs a load scenario against the backend: hot-name (one name
+// contended by every worker), zipf (many names, a few hot), long-holds
+// (long holds renewed at scale), crash-stall (holders killed with SIGKILL
+// or frozen with SIGSTOP while they hold a name guarding a fenced
+// resource) and http-middleware (an HTTP service behind locker.Middleware
+// under an open-loop request rate), or a scenario file of the same JSON
+// shape (see scenarios/ in the source). The workers are processes: lockctl
+// starts itself once per worker. While it runs, load shows a progress bar;
+// at the end it prints a summary and writes, into --out, report.html (one
+// self-contained page with charts: throughput, wait percentiles, hand-off
+// gap, renewals and lost holds over time), and the raw per-second series
+// as series.json and series.csv. On etcd and ZooKeeper, whose session
+// rather than the hold's TTL decides when a dead holder's lock is freed,
+// load sets the session's TTL to the scenario's unless the URL sets it.
+// docs/benchmarks.md shows figures for each backend.
 //
 // # Exit status
 //
 //	the command's    when the command ran to its end (128+N if signal N killed it)
+//	0                --help, --version, and every subcommand that did its work
+//	3                release: the lock was not held, nothing was released
 //	64               bad usage: unknown flag, bad duration, empty name, no command
 //	69               the backend failed or cannot do it (e.g. list on a backend that cannot inspect)
 //	75               --wait 0 and the lock is held by another owner
 //	124              --wait D ran out before the lock was free
-//	125              the hold was lost while the command ran; the command was terminated
+//	125              the hold was lost while the command ran (the command was terminated),
+//	                 or was found lost when run released it after the command ended
 //	126, 127         the command could not be run, or was not found
 //	130, 143         lockctl was interrupted (SIGINT, SIGTERM) while waiting for the lock
 package main

@@ -5,7 +5,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/golocker/locker/internal/testserver"
+	"github.com/golocker/locker/internal/testserver/etcdserver"
+	"github.com/golocker/locker/internal/testserver/mongoserver"
+	"github.com/golocker/locker/internal/testserver/redisserver"
+	"github.com/golocker/locker/internal/testserver/sqlserver"
+	"github.com/golocker/locker/internal/testserver/zkserver"
 )
 
 // TestRunOnEveryDriver runs `lockctl run` and `lockctl list` against a real
@@ -19,27 +23,27 @@ func TestRunOnEveryDriver(t *testing.T) {
 		url     func(t *testing.T) string
 		fencing bool
 	}{
-		{"redis", func(t *testing.T) string { return "redis://" + testserver.Redis(t).Addr }, true},
+		{"redis", func(t *testing.T) string { return "redis://" + redisserver.Redis(t).Addr }, true},
 		{"redis+cluster", func(t *testing.T) string {
-			return "redis+cluster://" + strings.Join(testserver.RedisCluster(t).Addrs(), ",")
+			return "redis+cluster://" + strings.Join(redisserver.RedisCluster(t).Addrs(), ",")
 		}, true},
 		{"redis+sentinel", func(t *testing.T) string {
-			s := testserver.RedisSentinel(t)
+			s := redisserver.RedisSentinel(t)
 			return "redis+sentinel://" + strings.Join(s.SentinelAddrs(), ",") + "/" + s.MasterName
 		}, true},
 		{"redlock", func(t *testing.T) string {
 			var addrs []string
-			for _, r := range testserver.RedisInstances(t, 3) {
+			for _, r := range redisserver.RedisInstances(t, 3) {
 				addrs = append(addrs, r.Addr)
 			}
 			return "redlock://" + strings.Join(addrs, ",")
 		}, false},
-		{"etcd", func(t *testing.T) string { return "etcd://" + strings.Join(testserver.Etcd(t).Endpoints, ",") }, true},
-		{"zk", func(t *testing.T) string { return "zk://" + testserver.ZooKeeper(t).ConnectString() }, true},
-		{"mysql", func(t *testing.T) string { return testserver.MySQL(t).URL }, true},
-		{"postgres", func(t *testing.T) string { return testserver.Postgres(t).URL }, true},
-		{"sqlite", func(t *testing.T) string { return testserver.SQLite(t).URL }, true},
-		{"mongodb", func(t *testing.T) string { return testserver.Mongo(t).URI }, true},
+		{"etcd", func(t *testing.T) string { return "etcd://" + strings.Join(etcdserver.Etcd(t).Endpoints, ",") }, true},
+		{"zk", func(t *testing.T) string { return "zk://" + zkserver.ZooKeeper(t).ConnectString() }, true},
+		{"mysql", func(t *testing.T) string { return sqlserver.MySQL(t).URL }, true},
+		{"postgres", func(t *testing.T) string { return sqlserver.Postgres(t).URL }, true},
+		{"sqlite", func(t *testing.T) string { return sqlserver.SQLite(t).URL }, true},
+		{"mongodb", func(t *testing.T) string { return mongoserver.Mongo(t).URI }, true},
 	}
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {

@@ -94,7 +94,7 @@ func cmdRelease(ctx context.Context, g globals, args []string, e env) error {
 	case errors.Is(err, locker.ErrNotSupported):
 		return fail(exitBackend, "the backend %s cannot release locks by force", u)
 	case errors.Is(err, locker.ErrNotHeld):
-		return fail(exitFailure, "%q is not held", pos[0])
+		return fail(exitNotHeld, "%q is not held: nothing to release", pos[0])
 	case errors.Is(err, locker.ErrInvalidName):
 		return usage("%v", err)
 	case err != nil:

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"strings"
 	"time"
 )
@@ -15,6 +16,7 @@ import (
 const (
 	exitOK      = 0
 	exitFailure = 1
+	exitNotHeld = 3 // release: the lock was not held
 	exitUsage   = 64
 	exitBackend = 69
 	exitHeld    = 75
@@ -32,10 +34,12 @@ type env struct {
 	getenv         func(string) string
 }
 
-// exitError carries an exit status and the message to print.
+// exitError carries an exit status and the message to print (on stdout
+// when out is set: help).
 type exitError struct {
 	code int
 	msg  string
+	out  bool
 }
 
 func (e *exitError) Error() string { return e.msg }
@@ -47,14 +51,20 @@ func fail(code int, format string, args ...any) error {
 func usage(format string, args ...any) error { return fail(exitUsage, format, args...) }
 
 const usageText = `usage:
-  lockctl [--url URL] run [--wait D] [--ttl D] [--grace D] NAME -- CMD [ARGS...]
+  lockctl [--url URL] run [--wait D] [--ttl D] [--grace D] [--quiet] NAME -- CMD [ARGS...]
   lockctl [--url URL] list [--prefix P] [--json]
   lockctl [--url URL] release --force NAME
-  lockctl [--url URL] bench [--workers N] [--duration D] [--hold D] [--think D]
-  lockctl [--url URL] demo
+  lockctl [--url URL] bench [--workers N] [--duration D] [--hold D] [--think D] [--name NAME]
+  lockctl [--url URL] serve [--addr ADDR] [--read-only] [--token-env VAR] [--basic-auth-env VAR] [--prefix P]
+  lockctl [--url URL] load [--duration D] [--workers N] [--handles N] [--rate R] [--out DIR] SCENARIO
+  lockctl demo
+  lockctl --version
+  lockctl CMD --help       the flags of CMD
 
 The backend is --url, else $LOCKER_URL, else a SQLite file in the user cache directory.
-Exit status: the command's; 64 usage, 69 backend, 75 held, 124 timed out, 125 hold lost.`
+An in-process backend (mem://) is refused: no other process could see its locks.
+Exit status: the command's; 3 nothing to release; 64 usage, 69 backend, 75 held,
+124 timed out, 125 hold lost.`
 
 func main() {
 	e := env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}
@@ -71,6 +81,10 @@ func run(ctx context.Context, args []string, e env) int {
 	if !errors.As(err, &xe) {
 		xe = &exitError{code: exitFailure, msg: err.Error()}
 	}
+	if xe.out {
+		fmt.Fprintln(e.stdout, xe.msg)
+		return xe.code
+	}
 	if xe.msg != "" {
 		fmt.Fprintln(e.stderr, "lockctl: "+strings.TrimPrefix(xe.msg, "locker: "))
 	}
@@ -84,12 +98,17 @@ func dispatch(ctx context.Context, args []string, e env) error {
 	global := flag.NewFlagSet("lockctl", flag.ContinueOnError)
 	global.SetOutput(io.Discard)
 	url := global.String("url", "", "backend URL")
+	showVersion := global.Bool("version", false, "print the version and exit")
 	if err := global.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(e.stdout, usageText)
 			return nil
 		}
 		return usage("%v", err)
+	}
+	if *showVersion {
+		fmt.Fprintln(e.stdout, versionText())
+		return nil
 	}
 	args = global.Args()
 	if len(args) == 0 {
@@ -106,12 +125,26 @@ func dispatch(ctx context.Context, args []string, e env) error {
 		return cmdRelease(ctx, g, args, e)
 	case "bench":
 		return cmdBench(ctx, g, args, e)
+	case "serve":
+		return cmdServe(ctx, g, args, e)
 	case "demo":
 		return cmdDemo(ctx, g, args, e)
+	case "load":
+		return cmdLoad(ctx, g, args, e)
+	case loadWorkerCmd:
+		return cmdLoadWorker(ctx, g, args, e)
 	case demoWorkerCmd:
 		return cmdDemoWorker(ctx, g, args, e)
 	case "help", "-h", "--help":
+		if len(args) == 1 {
+			if _, ok := synopses[args[0]]; ok {
+				return dispatch(ctx, []string{args[0], "--help"}, e)
+			}
+		}
 		fmt.Fprintln(e.stdout, usageText)
+		return nil
+	case "version":
+		fmt.Fprintln(e.stdout, versionText())
 		return nil
 	}
 	return usage("unknown subcommand %q", cmd)
@@ -122,10 +155,65 @@ type globals struct{ url string }
 
 // newFlags returns a subcommand's flag set, with --url accepted there too.
 func newFlags(name string, g *globals) *flag.FlagSet {
-	fs := flag.NewFlagSet("lockctl "+name, flag.ContinueOnError)
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.StringVar(&g.url, "url", g.url, "backend URL")
+	fs.StringVar(&g.url, "url", g.url, "backend URL (default $LOCKER_URL, else a SQLite file in the user cache directory)")
 	return fs
+}
+
+// synopses are the subcommands' usage lines, for --help.
+var synopses = map[string]string{
+	"run":     "lockctl [--url URL] run [--wait D] [--ttl D] [--grace D] [--quiet] NAME -- CMD [ARGS...]",
+	"list":    "lockctl [--url URL] list [--prefix P] [--json]",
+	"release": "lockctl [--url URL] release --force NAME",
+	"bench":   "lockctl [--url URL] bench [--workers N] [--duration D] [--hold D] [--think D] [--name NAME]",
+	"serve":   "lockctl [--url URL] serve [--addr ADDR] [--read-only] [--token-env VAR] [--basic-auth-env VAR] [--prefix P]",
+	"load":    "lockctl [--url URL] load [--duration D] [--workers N] [--handles N] [--rate R] [--out DIR] SCENARIO",
+	"demo":    "lockctl demo",
+}
+
+// helpFor returns the help of the subcommand whose flags are fs: its
+// synopsis and its flags, printed on stdout with exit status 0.
+func helpFor(fs *flag.FlagSet) error {
+	var b strings.Builder
+	b.WriteString("usage: " + synopses[fs.Name()] + "\n")
+	var flags strings.Builder
+	fs.SetOutput(&flags)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
+	b.WriteString("\nflags:\n" + flags.String())
+	return &exitError{code: exitOK, msg: strings.TrimRight(b.String(), "\n"), out: true}
+}
+
+// versionText is lockctl's version: the module's, or the VCS revision it
+// was built from.
+func versionText() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "lockctl (unknown version)"
+	}
+	v := bi.Main.Version
+	var rev, modified string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				modified = "+dirty"
+			}
+		}
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	switch {
+	case v != "" && v != "(devel)":
+		return "lockctl " + v + " " + bi.GoVersion
+	case rev != "":
+		return "lockctl " + rev + modified + " " + bi.GoVersion
+	}
+	return "lockctl (devel) " + bi.GoVersion
 }
 
 // parseArgs parses flags anywhere before a "--" (so `release NAME --force`
@@ -140,6 +228,9 @@ func parseArgs(fs *flag.FlagSet, args []string) (pos, rest []string, dash bool, 
 	}
 	for len(before) > 0 {
 		if err := fs.Parse(before); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, nil, false, helpFor(fs)
+			}
 			return nil, nil, false, usage("%s: %v", fs.Name(), err)
 		}
 		before = fs.Args()

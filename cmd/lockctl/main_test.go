@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -63,7 +64,7 @@ func lockctl(t *testing.T, env []string, args ...string) result {
 }
 
 func TestRunPassesTheExitCodeTokenAndName(t *testing.T) {
-	r := lockctl(t, nil, "--url", "mem://", "run", "jobs/nightly", "--", "sh", "-c", `echo "$LOCKER_LOCK_NAME $LOCKER_TOKEN"; exit 7`)
+	r := lockctl(t, nil, "--url", sharedURL(t), "run", "jobs/nightly", "--", "sh", "-c", `echo "$LOCKER_LOCK_NAME $LOCKER_TOKEN"; exit 7`)
 	if r.code != 7 {
 		t.Fatalf("exit %d, want the command's 7; stderr: %s", r.code, r.stderr)
 	}
@@ -77,7 +78,7 @@ func TestRunPassesTheExitCodeTokenAndName(t *testing.T) {
 }
 
 func TestRunReportsACommandKilledByASignal(t *testing.T) {
-	r := lockctl(t, nil, "--url", "mem://", "run", "l", "--", "sh", "-c", "kill -TERM $$")
+	r := lockctl(t, nil, "--url", sharedURL(t), "run", "l", "--", "sh", "-c", "kill -TERM $$")
 	if r.code != 128+int(syscall.SIGTERM) {
 		t.Errorf("exit %d, want %d", r.code, 128+int(syscall.SIGTERM))
 	}
@@ -90,23 +91,28 @@ func TestBadInput(t *testing.T) {
 		code int
 		want string // in stderr
 	}{
-		{"an unknown scheme", []string{"--url", "nope://h", "run", "l", "--", "true"}, exitUsage, `unknown scheme "nope" (forgotten import?)`},
-		{"a bad duration", []string{"--url", "mem://", "run", "--wait", "5x", "l", "--", "true"}, exitUsage, `bad duration "5x"`},
-		{"a negative duration", []string{"--url", "mem://", "run", "--ttl", "-1s", "l", "--", "true"}, exitUsage, "negative"},
-		{"a TTL too short", []string{"--url", "mem://", "run", "--ttl", "1ms", "l", "--", "true"}, exitUsage, "invalid TTL"},
-		{"an empty name", []string{"--url", "mem://", "run", "", "--", "true"}, exitUsage, "empty lock name"},
-		{"a missing name", []string{"--url", "mem://", "run", "--", "true"}, exitUsage, "missing lock name"},
-		{"a missing command", []string{"--url", "mem://", "run", "l", "--"}, exitUsage, "missing command"},
-		{"a command without --", []string{"--url", "mem://", "run", "l", "true"}, exitUsage, "after --"},
+		{"an unknown scheme", []string{"--url", "nope://h", "run", "l", "--", "true"}, exitUsage, `unknown scheme "nope" (forgotten import? registered: etcd,`},
+		{"a bad duration", []string{"--url", "@shared", "run", "--wait", "5x", "l", "--", "true"}, exitUsage, `bad duration "5x"`},
+		{"a negative duration", []string{"--url", "@shared", "run", "--ttl", "-1s", "l", "--", "true"}, exitUsage, "negative"},
+		{"a TTL too short", []string{"--url", "@shared", "run", "--ttl", "1ms", "l", "--", "true"}, exitUsage, "invalid TTL"},
+		{"an empty name", []string{"--url", "@shared", "run", "", "--", "true"}, exitUsage, "empty lock name"},
+		{"a missing name", []string{"--url", "@shared", "run", "--", "true"}, exitUsage, "missing lock name"},
+		{"a missing command", []string{"--url", "@shared", "run", "l", "--"}, exitUsage, "missing command"},
+		{"a command without --", []string{"--url", "@shared", "run", "l", "true"}, exitUsage, "after --"},
 		{"an unknown subcommand", []string{"frobnicate"}, exitUsage, `unknown subcommand "frobnicate"`},
-		{"an unknown flag", []string{"--url", "mem://", "run", "--wiat", "1s", "l", "--", "true"}, exitUsage, "wiat"},
-		{"a command that is not found", []string{"--url", "mem://", "run", "l", "--", "/nonexistent/cmd"}, exitNoCmd, "run:"},
-		{"release without --force", []string{"--url", "mem://", "release", "l"}, exitUsage, "--force"},
-		{"release of a free lock", []string{"--url", "mem://", "release", "l", "--force"}, exitFailure, "not held"},
+		{"an unknown flag", []string{"--url", "@shared", "run", "--wiat", "1s", "l", "--", "true"}, exitUsage, "wiat"},
+		{"a command that is not found", []string{"--url", "@shared", "run", "l", "--", "/nonexistent/cmd"}, exitNoCmd, "run:"},
+		{"release without --force", []string{"--url", "@shared", "release", "l"}, exitUsage, "--force"},
+		{"release of a free lock", []string{"--url", "@shared", "release", "l", "--force"}, exitNotHeld, "not held: nothing to release"},
+		{"an in-process backend", []string{"--url", "mem://", "list"}, exitUsage, "in-process driver cannot exclude other processes"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := lockctl(t, nil, tt.args...)
+			args := slices.Clone(tt.args)
+			if i := slices.Index(args, "@shared"); i >= 0 {
+				args[i] = sharedURL(t)
+			}
+			r := lockctl(t, nil, args...)
 			if r.code != tt.code || !strings.Contains(r.stderr, tt.want) {
 				t.Errorf("exit %d, stderr %q; want exit %d and %q", r.code, r.stderr, tt.code, tt.want)
 			}
@@ -130,7 +136,7 @@ func TestPasswordsAreNeverPrinted(t *testing.T) {
 }
 
 func TestBenchReportsThroughputAndFairness(t *testing.T) {
-	r := lockctl(t, nil, "--url", "mem://", "bench", "--workers", "4", "--duration", "300ms")
+	r := lockctl(t, nil, "--url", sharedURL(t), "bench", "--workers", "4", "--duration", "300ms")
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}

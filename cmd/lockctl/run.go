@@ -8,9 +8,12 @@ import (
 	"os/exec"
 	"os/signal"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/golocker/locker"
 )
@@ -48,7 +51,13 @@ func cmdRun(ctx context.Context, g globals, args []string, e env) error {
 	signal.Notify(sigs, forwarded...)
 	defer signal.Stop(sigs)
 
-	c, _, err := open(ctx, g, e, locker.WithTTL(ttl.d))
+	// Every renewal is owner-checked: at least once a second, so that a
+	// release by force is noticed within a second on every backend.
+	opts := []locker.Option{locker.WithTTL(ttl.d)}
+	if ttl.d/3 > checkEvery {
+		opts = append(opts, locker.WithRenewInterval(checkEvery))
+	}
+	c, _, err := open(ctx, g, e, opts...)
 	if err != nil {
 		return err
 	}
@@ -76,21 +85,52 @@ func cmdRun(ctx context.Context, g globals, args []string, e env) error {
 	case err != nil:
 		return fail(exitBackend, "%v", err)
 	case !held && wait.d == 0:
-		return fail(exitHeld, "%q is held by another owner", name)
+		return fail(exitHeld, "%q is held by another owner%s", name, holderOf(ctx, c, name))
 	case !held:
-		return fail(exitTimeout, "%q was still held after waiting %v", name, wait.d)
+		return fail(exitTimeout, "%q was still held after waiting %v%s", name, wait.d, holderOf(ctx, c, name))
 	}
+	start := time.Now()
 	code, runErr := runHeld(m, name, command, grace.d, sigs, e)
-	if uerr := m.Unlock(context.Background()); uerr != nil && !errors.Is(uerr, locker.ErrLost) && runErr == nil {
-		fmt.Fprintf(e.stderr, "lockctl: releasing %q: %v\n", name, uerr)
-	}
-	if runErr != nil {
+	uerr := m.Unlock(context.Background())
+	switch {
+	case runErr != nil:
 		return runErr
+	case errors.Is(uerr, locker.ErrLost):
+		// The command ended before anything noticed: the release did.
+		return fail(exitLost, "the hold on %q was found lost when it was released, %v after it was taken: %v; the command ran to its end (status %d) but may have overlapped another owner",
+			name, time.Since(start).Round(time.Millisecond), uerr, code)
+	case uerr != nil:
+		fmt.Fprintf(e.stderr, "lockctl: releasing %q: %v\n", name, uerr)
 	}
 	if code != 0 {
 		return &exitError{code: code}
 	}
 	return nil
+}
+
+// checkEvery is how often run checks its hold on the store, at least.
+const checkEvery = time.Second
+
+// holderOf names who holds name, where the backend can say: "
+// (owner host/pid/..., token 42, 12s left)", or "".
+func holderOf(ctx context.Context, c *locker.Client, name string) string {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	hs, err := c.Holds(ctx, name)
+	if err != nil {
+		return ""
+	}
+	for _, h := range hs {
+		if h.Name != name {
+			continue
+		}
+		left := "for as long as its session lives"
+		if !h.Expires.IsZero() {
+			left = time.Until(h.Expires).Round(time.Millisecond).String() + " left"
+		}
+		return fmt.Sprintf(" (owner %s, token %d, %s)", h.Owner, h.Token, left)
+	}
+	return ""
 }
 
 // acquire takes m as --wait says: unset waits until free, 0 tries once.
@@ -147,7 +187,9 @@ func runHeld(m *locker.Mutex, name string, command []string, grace time.Duration
 	go func() { done <- cmd.Wait() }()
 
 	lost := m.Lost()
+	start := time.Now()
 	var lostOnce sync.Once
+	var lostMsg string
 	var killTimer <-chan time.Time
 	for {
 		select {
@@ -161,7 +203,9 @@ func runHeld(m *locker.Mutex, name string, command []string, grace time.Duration
 		case <-lost:
 			lost = nil
 			lostOnce.Do(func() {
-				fmt.Fprintf(e.stderr, "lockctl: lost the lock %q while the command ran; sending SIGTERM (SIGKILL in %v)\n", name, grace)
+				lostMsg = fmt.Sprintf("the hold on %q was lost at %s, %v after it was taken, while the command ran: %v",
+					name, time.Now().Format("15:04:05.000"), time.Since(start).Round(time.Millisecond), holdErr(m))
+				fmt.Fprintf(e.stderr, "lockctl: %s; sending SIGTERM (SIGKILL in %v)\n", lostMsg, grace)
 				signalCmd(syscall.SIGTERM)
 				killTimer = time.After(grace)
 			})
@@ -171,7 +215,10 @@ func runHeld(m *locker.Mutex, name string, command []string, grace time.Duration
 		case err := <-done:
 			select {
 			case <-m.Lost():
-				return 0, fail(exitLost, "the hold on %q was lost while the command ran; it was terminated", name)
+				if lostMsg == "" {
+					lostMsg = fmt.Sprintf("the hold on %q was lost while the command ran: %v", name, holdErr(m))
+				}
+				return 0, fail(exitLost, "%s; the command was terminated", lostMsg)
 			default:
 			}
 			return exitStatus(err), nil
@@ -236,6 +283,15 @@ func isTerminal(v any) bool {
 	if !ok {
 		return false
 	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
+	// A character device is not enough: /dev/null is one, and a command
+	// run with stdin from /dev/null must still get its own process group
+	// (a lost hold stops its children too). Only a terminal answers
+	// TCGETS.
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
+// holdErr is why m's hold was lost, without the "locker: " prefix.
+func holdErr(m *locker.Mutex) string {
+	return strings.TrimPrefix(fmt.Sprint(m.Err()), "locker: ")
 }

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestHelp: `lockctl CMD --help` exits 0 and lists every flag of CMD.
+func TestHelp(t *testing.T) {
+	want := map[string][]string{
+		"run":     {"-wait", "-ttl", "-grace", "-quiet", "-url"},
+		"list":    {"-prefix", "-json"},
+		"release": {"-force"},
+		"bench":   {"-workers", "-duration", "-hold", "-think", "-name"},
+		"serve":   {"-addr", "-read-only", "-token-env", "-basic-auth-env", "-prefix"},
+	}
+	for cmd, flags := range want {
+		for _, args := range [][]string{{cmd, "--help"}, {cmd, "-h"}, {"help", cmd}} {
+			r := lockctl(t, nil, args...)
+			if r.code != 0 {
+				t.Errorf("lockctl %v: exit %d, stderr %q; want 0", args, r.code, r.stderr)
+				continue
+			}
+			if !strings.HasPrefix(r.stdout, "usage: lockctl") {
+				t.Errorf("lockctl %v: stdout %q does not start with the usage", args, r.stdout)
+			}
+			for _, f := range flags {
+				if !strings.Contains(r.stdout, "  "+f) {
+					t.Errorf("lockctl %v does not list %s:\n%s", args, f, r.stdout)
+				}
+			}
+		}
+	}
+	if r := lockctl(t, nil, "--help"); r.code != 0 || !strings.Contains(r.stdout, "CMD --help") {
+		t.Errorf("lockctl --help: exit %d, stdout %q", r.code, r.stdout)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	for _, args := range [][]string{{"--version"}, {"version"}} {
+		r := lockctl(t, nil, args...)
+		if r.code != 0 || !regexp.MustCompile(`^lockctl \S+ go1\.`).MatchString(r.stdout) {
+			t.Errorf("lockctl %v: exit %d, stdout %q; want 0 and the version", args, r.code, r.stdout)
+		}
+	}
+}
+
+// TestTheDefaultBackendIsNamed: without --url or $LOCKER_URL, lockctl says
+// on stderr which backend it reads.
+func TestTheDefaultBackendIsNamed(t *testing.T) {
+	r := lockctl(t, nil, "list")
+	if r.code != 0 || !regexp.MustCompile(`using the default backend sqlite:///\S+/golocker/lockctl\.db`).MatchString(r.stderr) {
+		t.Errorf("lockctl list: exit %d, stderr %q; want 0 and the default backend named", r.code, r.stderr)
+	}
+	r = lockctl(t, nil, "--url", sharedURL(t), "list")
+	if strings.Contains(r.stderr, "default backend") {
+		t.Errorf("lockctl --url … list named the default backend: %q", r.stderr)
+	}
+}
+
+// TestAHeldLockNamesItsHolder: a second run that finds the lock held says
+// who holds it, with the token and the time left.
+func TestAHeldLockNamesItsHolder(t *testing.T) {
+	url := sharedURL(t)
+	holder(t, url, []string{"--ttl", "30s", "busy"}, "echo ready; sleep 60")
+	r := lockctl(t, nil, "--url", url, "run", "--wait", "0", "busy", "--", "true")
+	if r.code != exitHeld || !regexp.MustCompile(`held by another owner \(owner \S+/\d+/\S+, token \d+, [0-9.]+m?s left\)`).MatchString(r.stderr) {
+		t.Errorf("exit %d, stderr %q; want %d naming the holder", r.code, r.stderr, exitHeld)
+	}
+}
+
+// TestAForcedReleaseIsNoticedWithinASecond: run checks its hold every
+// second, so a release by force ends the command long before the next
+// renewal of a 60 s lease (at 20 s) would have noticed it, and run exits
+// 125 saying when and how.
+func TestAForcedReleaseIsNoticedWithinASecond(t *testing.T) {
+	url := sharedURL(t)
+	cmd, errb := holder(t, url, []string{"--ttl", "60s", "--grace", "1s", "job"}, "echo ready; sleep 60")
+	released := time.Now()
+	if r := lockctl(t, nil, "--url", url, "release", "--force", "job"); r.code != 0 {
+		t.Fatalf("release --force: exit %d, %s", r.code, r.stderr)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(15 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done // one Wait at a time: the cleanup's comes after this one
+		t.Fatalf("run did not end within 15 s of the forced release (the next renewal is 20 s away); stderr: %s", errb)
+	}
+	t.Logf("run ended %v after the forced release", time.Since(released).Round(time.Millisecond))
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitLost {
+		t.Fatalf("run ended with %v, want exit %d; stderr: %s", err, exitLost, errb)
+	}
+	if !regexp.MustCompile(`the hold on "job" was lost at \d\d:\d\d:\d\d\.\d+, [0-9.]+m?s after it was taken, while the command ran: hold lost: a renewal found the hold gone`).MatchString(errb.String()) {
+		t.Errorf("stderr %q does not say when and how the hold was lost", errb)
+	}
+}
+
+// TestAHoldFoundLostAtTheEndExits125: the command ends before anything
+// noticed the forced release; the final release finds the hold gone, and
+// run says so with 125 instead of the command's 0.
+func TestAHoldFoundLostAtTheEndExits125(t *testing.T) {
+	url := sharedURL(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// The command waits for a file that the test writes after the forced
+	// release, then ends at once: well within run's one-second check.
+	gate := t.TempDir() + "/go"
+	cmd, errb := holder(t, url, []string{"--ttl", "60s", "short"}, `echo ready; while [ ! -e `+gate+` ]; do sleep 0.01; done`)
+	if r := lockctl(t, nil, "--url", url, "release", "--force", "short"); r.code != 0 {
+		t.Fatalf("release --force: exit %d, %s", r.code, r.stderr)
+	}
+	if err := exec.CommandContext(ctx, "touch", gate).Run(); err != nil {
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitLost {
+		t.Fatalf("run ended with %v, want exit %d; stderr: %s", err, exitLost, errb)
+	}
+	if !strings.Contains(errb.String(), "lost") {
+		t.Errorf("stderr %q does not say the hold was lost", errb)
+	}
+}
