@@ -13,6 +13,10 @@ import (
 
 	"github.com/golocker/locker/bench"
 	"github.com/golocker/locker/internal/testserver"
+	"github.com/golocker/locker/internal/testserver/etcdserver"
+	"github.com/golocker/locker/internal/testserver/mongoserver"
+	"github.com/golocker/locker/internal/testserver/sqlserver"
+	"github.com/golocker/locker/internal/testserver/zkserver"
 )
 
 var (
@@ -48,21 +52,21 @@ type backendTarget struct {
 
 var (
 	etcdServer = testserver.NewLazy(&servers, func(t testserver.TB) backendTarget {
-		s := testserver.Etcd(t)
+		s := etcdserver.Etcd(t)
 		if s == nil {
 			return backendTarget{}
 		}
 		return backendTarget{strings.Join(s.Endpoints, ","), bench.EtcdCounter(s.Endpoints)}
 	})
 	zkServer = testserver.NewLazy(&servers, func(t testserver.TB) backendTarget {
-		s := testserver.ZooKeeper(t)
+		s := zkserver.ZooKeeper(t)
 		if s == nil {
 			return backendTarget{}
 		}
-		return backendTarget{strings.Join(s.Addrs, ","), bench.ZKCounter(s.Addrs, testserver.FourLetterWord)}
+		return backendTarget{strings.Join(s.Addrs, ","), bench.ZKCounter(s.Addrs, zkserver.FourLetterWord)}
 	})
 	mysqlServer = testserver.NewLazy(&servers, func(t testserver.TB) backendTarget {
-		d := testserver.MySQL(t)
+		d := sqlserver.MySQL(t)
 		if d == nil {
 			return backendTarget{}
 		}
@@ -75,17 +79,17 @@ var (
 		return backendTarget{d.URL, bench.MySQLCounter(db)}
 	})
 	postgresServer = testserver.NewLazy(&servers, func(t testserver.TB) backendTarget {
-		d := testserver.Postgres(t)
+		d := sqlserver.Postgres(t)
 		if d == nil {
 			return backendTarget{}
 		}
 		return backendTarget{target: d.URL}
 	})
 	sqliteServer = testserver.NewLazy(&servers, func(t testserver.TB) backendTarget {
-		return backendTarget{target: testserver.SQLite(t).URL}
+		return backendTarget{target: sqlserver.SQLite(t).URL}
 	})
 	mongoServer = testserver.NewLazy(&servers, func(t testserver.TB) backendTarget {
-		d := testserver.Mongo(t)
+		d := mongoserver.Mongo(t)
 		if d == nil {
 			return backendTarget{}
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/golocker/locker/bench"
 	"github.com/golocker/locker/internal/testserver"
+	"github.com/golocker/locker/internal/testserver/redisserver"
 )
 
 // servers holds the one redis-server of a run: every benchmark and every
@@ -18,8 +19,8 @@ import (
 // (RedisWith ignores LOCKER_TEST_REDIS_ADDR), since the benchmarks flush it.
 var servers testserver.Shared
 
-var redisServer = testserver.NewLazy(&servers, func(t testserver.TB) *testserver.RedisServer {
-	return testserver.RedisWith(t, testserver.RedisOptions{})
+var redisServer = testserver.NewLazy(&servers, func(t testserver.TB) *redisserver.RedisServer {
+	return redisserver.RedisWith(t, redisserver.RedisOptions{})
 })
 
 var (

@@ -1,15 +1,13 @@
 package bench
 
 import (
-	"bufio"
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"net"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/golocker/locker/internal/testserver/redisserver"
 )
 
 // ScriptCommands are the commands each library's Lua scripts run, and
@@ -21,7 +19,7 @@ import (
 var ScriptCommands = map[string][]string{
 	// redislock/scripts/*.lua
 	Golocker: {"hmget", "exists", "pttl", "incr", "hset", "pexpire", "hget", "del", "publish",
-		"time", "lindex", "lpop", "hdel", "hexists", "rpush", "lrem", "lrange", "incrby"},
+		"time", "lindex", "lpop", "hdel", "hexists", "rpush", "lrem", "lrange", "incrby", "get"},
 	// redsync's deleteScript and touchScript; it sends SET NX PX itself.
 	Redsync: {"get", "del", "pexpire"},
 	// bsm/redislock's luaObtain, luaRelease, luaRefresh, luaPTTL.
@@ -96,79 +94,10 @@ func ReadCommandStats(ctx context.Context, addr string) (CommandStats, error) {
 // doTimeout bounds one Do.
 const doTimeout = 10 * time.Second
 
-// Do sends one command over a new connection and returns the reply: a
-// string, an int64, nil or a []any; an error reply is an error. It speaks
-// just enough RESP2 for the benchmark's own commands (INFO, FLUSHALL).
+// Do sends one command to the Redis server at addr over a new connection
+// (redisserver.Do), within doTimeout, and returns the reply.
 func Do(ctx context.Context, addr string, args ...string) (any, error) {
 	ctx, cancel := context.WithTimeout(ctx, doTimeout)
 	defer cancel()
-	var dialer net.Dialer
-	conn, err := dialer.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Close()
-	deadline, _ := ctx.Deadline()
-	if err := conn.SetDeadline(deadline); err != nil {
-		return nil, err
-	}
-	if _, err := conn.Write(encodeCommand(args)); err != nil {
-		return nil, err
-	}
-	return readReply(bufio.NewReader(conn), 0)
-}
-
-func encodeCommand(args []string) []byte {
-	var b strings.Builder
-	fmt.Fprintf(&b, "*%d\r\n", len(args))
-	for _, a := range args {
-		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
-	}
-	return []byte(b.String())
-}
-
-func readReply(r *bufio.Reader, depth int) (any, error) {
-	if depth > 4 {
-		return nil, errors.New("reply nested too deeply")
-	}
-	line, err := r.ReadString('\n')
-	if err != nil {
-		return nil, err
-	}
-	line = strings.TrimSuffix(line, "\r\n")
-	if line == "" {
-		return nil, errors.New("empty reply line")
-	}
-	body := line[1:]
-	switch line[0] {
-	case '+':
-		return body, nil
-	case '-':
-		return nil, errors.New("redis: " + body)
-	case ':':
-		return strconv.ParseInt(body, 10, 64)
-	case '$':
-		n, err := strconv.Atoi(body)
-		if err != nil || n < 0 {
-			return nil, err
-		}
-		buf := make([]byte, n+2)
-		if _, err := io.ReadFull(r, buf); err != nil {
-			return nil, err
-		}
-		return string(buf[:n]), nil
-	case '*':
-		n, err := strconv.Atoi(body)
-		if err != nil || n < 0 || n > 1<<16 {
-			return nil, fmt.Errorf("bad array length %q", body)
-		}
-		out := make([]any, n)
-		for i := range out {
-			if out[i], err = readReply(r, depth+1); err != nil {
-				return nil, err
-			}
-		}
-		return out, nil
-	}
-	return nil, fmt.Errorf("unexpected reply %q", line)
+	return redisserver.Do(ctx, addr, args...)
 }

@@ -1,0 +1,256 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/golocker/locker/internal/testserver"
+	"github.com/golocker/locker/internal/testserver/etcdserver"
+	"github.com/golocker/locker/internal/testserver/mongoserver"
+	"github.com/golocker/locker/internal/testserver/redisserver"
+	"github.com/golocker/locker/internal/testserver/sqlserver"
+	"github.com/golocker/locker/internal/testserver/zkserver"
+)
+
+// topology is one backend's servers as the run uses them.
+type topology struct {
+	// upstreams are the server addresses the workers' connections go to
+	// through a proxy each, so that the network faults can hit one worker;
+	// nil when the client finds its servers itself (Sentinel and Cluster
+	// hand out the primaries' addresses) or there is no network (SQLite).
+	upstreams []string
+	// url returns the backend's URL with addrs (the proxies, in the order
+	// of upstreams) in place of the servers.
+	url func(addrs []string) string
+	// serverFault is the kind of server fault the backend gets (fRestart,
+	// fLeader, fFailover), "" for none.
+	serverFault string
+	// perName is set when the server fault hits the given name only (the
+	// Cluster master of its slot), not every name.
+	perName bool
+	// inject starts the server fault and returns the function that ends
+	// it (restarts what was killed) and a note naming what was hit.
+	inject func(ctx context.Context, name string) (undo func(context.Context) error, note string, err error)
+}
+
+// backendSpec names a backend and starts its servers.
+type backendSpec struct {
+	name  string
+	about string
+	start func(t testserver.TB, ttl time.Duration) *topology
+}
+
+var backends = []backendSpec{
+	{"redis", "Redis standalone, AOF with fsync always (a restart keeps the holds and the fence counters)", startRedis},
+	{"redis-sentinel", "Redis master + replica + 3 sentinels; the master is killed (failover)", startSentinel},
+	{"redis-cluster", "Redis Cluster, 3 masters with a replica each; the lock's master is killed (failover)", startCluster},
+	{"etcd", "etcd, 3 members; the leader is killed and restarted", startEtcd},
+	{"zk", "ZooKeeper, 3 servers; the leader is killed and restarted", startZK},
+	{"postgres", "PostgreSQL; the server is killed and restarted", startPostgres},
+	{"mariadb", "MariaDB; the server is killed and restarted", startMariaDB},
+	{"sqlite", "SQLite file shared by the worker processes (no server, no network faults)", startSQLite},
+	{"mongo", "MongoDB API (FerretDB on SQLite where there is no mongod); the server is killed and restarted", startMongo},
+}
+
+// restartable is the part of the test servers' processes a restart fault
+// needs.
+type restartable interface {
+	Kill() error
+	Restart(ctx context.Context) error
+}
+
+func killRestart(s restartable, note string) func(ctx context.Context, _ string) (func(context.Context) error, string, error) {
+	return func(ctx context.Context, _ string) (func(context.Context) error, string, error) {
+		if err := s.Kill(); err != nil {
+			return nil, "", err
+		}
+		return s.Restart, note, nil
+	}
+}
+
+func startRedis(t testserver.TB, _ time.Duration) *topology {
+	s := redisserver.RedisWith(t, redisserver.RedisOptions{Persistence: true})
+	return &topology{
+		upstreams:   []string{s.Addr},
+		url:         func(a []string) string { return "redis://" + a[0] },
+		serverFault: fRestart,
+		inject:      killRestart(s, "redis-server"),
+	}
+}
+
+func startSentinel(t testserver.TB, _ time.Duration) *topology {
+	s := redisserver.RedisSentinel(t)
+	if len(s.Servers) == 0 {
+		t.Fatalf("chaos: the sentinels named by the environment cannot be failed over")
+	}
+	return &topology{
+		url: func([]string) string {
+			return "redis+sentinel://" + strings.Join(s.SentinelAddrs(), ",") + "/" + s.MasterName
+		},
+		serverFault: fFailover,
+		inject: func(ctx context.Context, _ string) (func(context.Context) error, string, error) {
+			old, err := s.Master(ctx)
+			if err != nil {
+				return nil, "", err
+			}
+			if err := old.Kill(); err != nil {
+				return nil, "", err
+			}
+			return func(ctx context.Context) error {
+				_, ferr := s.WaitFailover(ctx, old)
+				return errors.Join(ferr, old.Restart(ctx))
+			}, "master " + old.Addr, nil
+		},
+	}
+}
+
+func startCluster(t testserver.TB, _ time.Duration) *topology {
+	c := redisserver.RedisClusterWith(t, redisserver.RedisClusterOptions{ReplicasPerMaster: 1})
+	return &topology{
+		url:         func([]string) string { return "redis+cluster://" + strings.Join(c.Addrs(), ",") },
+		serverFault: fFailover,
+		perName:     true,
+		inject: func(ctx context.Context, name string) (func(context.Context) error, string, error) {
+			// The driver's key for name (redislock/keys.go): the default
+			// prefix and the name as the hash tag.
+			m, err := c.KeyOwner(ctx, "golocker:{"+name+"}")
+			if err != nil {
+				return nil, "", err
+			}
+			if err := m.Kill(); err != nil {
+				return nil, "", err
+			}
+			return func(ctx context.Context) error {
+				// The replica takes over after cluster-node-timeout; the
+				// old master comes back as its replica.
+				err := pollUntil(ctx, func() error {
+					n, err := c.KeyOwner(ctx, "golocker:{"+name+"}")
+					if err == nil && n == m {
+						err = errors.New("no failover yet")
+					}
+					return err
+				})
+				return errors.Join(err, m.Restart(ctx), c.WaitHealthy(ctx))
+			}, "master " + m.Addr, nil
+		},
+	}
+}
+
+func startEtcd(t testserver.TB, ttl time.Duration) *topology {
+	e := etcdserver.EtcdCluster(t)
+	if len(e.Members) == 0 {
+		t.Fatalf("chaos: an etcd named by the environment cannot have its leader killed")
+	}
+	return &topology{
+		upstreams: e.Endpoints,
+		url: func(a []string) string {
+			return fmt.Sprintf("etcd://%s/chaos?session_ttl=%ds", strings.Join(a, ","), int(ttl.Seconds()))
+		},
+		serverFault: fLeader,
+		inject: func(ctx context.Context, _ string) (func(context.Context) error, string, error) {
+			l, err := e.Leader(ctx)
+			if err != nil {
+				return nil, "", err
+			}
+			if err := l.Kill(); err != nil {
+				return nil, "", err
+			}
+			return func(ctx context.Context) error {
+				_, err := e.WaitLeader(ctx, l)
+				return errors.Join(err, l.Restart(ctx))
+			}, l.Name, nil
+		},
+	}
+}
+
+func startZK(t testserver.TB, ttl time.Duration) *topology {
+	z := zkserver.ZooKeeperEnsemble(t)
+	if len(z.Nodes) == 0 {
+		t.Fatalf("chaos: a ZooKeeper named by the environment cannot have its leader killed")
+	}
+	return &topology{
+		upstreams: z.Addrs,
+		url: func(a []string) string {
+			return fmt.Sprintf("zk://%s/chaos?session_timeout=%s", strings.Join(a, ","), ttl)
+		},
+		serverFault: fLeader,
+		inject: func(ctx context.Context, _ string) (func(context.Context) error, string, error) {
+			l, err := z.Leader(ctx)
+			if err != nil {
+				return nil, "", err
+			}
+			if err := l.Kill(); err != nil {
+				return nil, "", err
+			}
+			return func(ctx context.Context) error {
+				return errors.Join(l.Restart(ctx), z.WaitServing(ctx))
+			}, l.String(), nil
+		},
+	}
+}
+
+func sqlTopology(db *sqlserver.SQLDatabase) *topology {
+	if db.Server.Proc == nil {
+		return &topology{url: func([]string) string { return db.URL }}
+	}
+	return &topology{
+		upstreams:   []string{db.Server.Addr},
+		url:         func(a []string) string { return withHost(db.URL, a[0]) },
+		serverFault: fRestart,
+		inject:      killRestart(db.Server, db.Dialect),
+	}
+}
+
+func startPostgres(t testserver.TB, _ time.Duration) *topology {
+	return sqlTopology(sqlserver.Postgres(t))
+}
+func startMariaDB(t testserver.TB, _ time.Duration) *topology { return sqlTopology(sqlserver.MySQL(t)) }
+
+func startSQLite(t testserver.TB, _ time.Duration) *topology {
+	db := sqlserver.SQLite(t)
+	return &topology{url: func([]string) string { return db.URL }}
+}
+
+func startMongo(t testserver.TB, _ time.Duration) *topology {
+	db := mongoserver.Mongo(t)
+	if db.Server.Proc == nil {
+		return &topology{url: func([]string) string { return db.URI }}
+	}
+	return &topology{
+		upstreams:   []string{db.Server.Addr},
+		url:         func(a []string) string { return withHost(db.URI, a[0]) },
+		serverFault: fRestart,
+		inject:      killRestart(db.Server, "mongo"),
+	}
+}
+
+// withHost returns raw with its host:port replaced by addr.
+func withHost(raw, addr string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return raw
+	}
+	u.Host = addr
+	return u.String()
+}
+
+// pollUntil calls f every 50 ms until it returns nil or ctx ends.
+func pollUntil(ctx context.Context, f func() error) error {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		err := f()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last: %v)", ctx.Err(), err)
+		case <-tick.C:
+		}
+	}
+}
