@@ -390,6 +390,18 @@ func RunBackend(ctx context.Context, cfg Config, target, name string, n int, p P
 	if err := set.waitAbandoned(); err != nil {
 		return Measurement{}, err
 	}
+	// The warm-up's end abandons the waits in flight; a fair queue
+	// (mongolock's and mysqllock's tickets) lets a later waiter past an
+	// abandoned ticket only after its claim window (up to 500 ms), which
+	// would stall the start of the measured run. Each handle takes the
+	// lock once more, one after another, so the run starts from a settled
+	// queue.
+	wctx, cancel = context.WithTimeout(ctx, time.Minute)
+	err = WarmUp(wctx, set.Handles)
+	cancel()
+	if err != nil {
+		return Measurement{}, fmt.Errorf("settling after the warm-up: %w", err)
+	}
 	var before, after int64
 	if count != nil {
 		if before, err = count(ctx); err != nil {
