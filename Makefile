@@ -5,7 +5,32 @@ GO            ?= go
 STATICCHECK   ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME      ?= 30s
 
-.PHONY: all demo test test-short lint docs fuzz deps install bench
+# The modules of the workspace (go.work), each with its own go.mod
+# (docs/decisions.md, "One module per driver"): the library, the drivers,
+# the test servers of each backend, lockctl and the benchmarks. `go test
+# ./...` at the root covers the root module only, so every target below
+# names the modules' packages itself (in one go command, so that packages
+# of different modules still run in parallel). scripts/modules.sh checks
+# that this list, go.work and the go.mod files in the tree agree.
+MODULES = . \
+	redislock etcdlock zklock mysqllock mongolock \
+	internal/testserver/redisserver internal/testserver/etcdserver \
+	internal/testserver/zkserver internal/testserver/sqlserver \
+	internal/testserver/mongoserver \
+	otellocker cmd/lockctl bench chaos
+# The modules of the helper commands that tests build on demand: not in the
+# workspace, so they are built, vetted and tidied on their own (GOWORK=off).
+HELPER_MODULES = internal/testserver/dockerhelper \
+	internal/testserver/etcdserver/etcdhelper \
+	internal/testserver/mongoserver/ferretdb \
+	$(EXAMPLE_MODULES)
+# Example programs with dependencies of their own (the Prometheus exporter),
+# kept out of the workspace like the helpers; `make test` tests them too.
+EXAMPLE_MODULES = otellocker/example/prometheus
+# ./... in each module, e.g. ./redislock/...
+PACKAGES = $(subst ././...,./...,$(patsubst %,./%/...,$(MODULES)))
+
+.PHONY: all demo test test-short lint docs fuzz deps helpers install bench tidy download footprint loadreport chaos chaos-short
 
 all: lint test
 
@@ -17,28 +42,57 @@ demo:
 deps:
 	bash scripts/install-test-deps.sh
 
-## test: every test, with the race detector, against real servers
-test: deps
-	$(GO) test -race -timeout 20m ./...
+## helpers: build the helper commands the tests start (etcd, and FerretDB
+## where there is no mongod) into the user cache directory, unless built;
+## the first build takes a minute or more of both cores, which would
+## otherwise slow the servers of the tests running beside it
+helpers:
+	$(GO) test -count=1 -run '^TestBuildHelper$$' ./internal/testserver/etcdserver ./internal/testserver/mongoserver
+
+## test: every test of every module, with the race detector, against real servers
+test: deps helpers
+	$(GO) test -race -timeout 20m $(PACKAGES)
+	@for m in $(EXAMPLE_MODULES); do \
+		(cd $$m && GOWORK=off $(GO) test -race ./...) || exit 1; done
 
 ## test-short: the packages that need no server
 test-short:
-	$(GO) test -race . ./backend/... ./locallock/... ./conformance/... ./examples/... ./internal/matrix/...
+	$(GO) test -race . ./backend/... ./locallock/... ./conformance/... ./examples/... ./internal/matrix/... ./internal/testserver
 
 ## install: install lockctl into $(go env GOPATH)/bin
 install:
 	$(GO) install ./cmd/lockctl
 
-## lint: gofmt, go vet, staticcheck
+## lint: gofmt over the tree; the module lists; go vet in every module on
+## its own (GOWORK=off: each go.mod and go.sum must suffice); staticcheck
 lint:
 	@unformatted=$$(gofmt -l .); \
 	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
-	$(GO) vet ./...
-	$(GO) run $(STATICCHECK) ./...
+	@bash scripts/modules.sh $(MODULES) -- $(HELPER_MODULES)
+	@for m in $(MODULES) $(HELPER_MODULES); do \
+		echo "go vet: $$m"; (cd $$m && GOWORK=off $(GO) vet ./...) || exit 1; done
+	$(GO) run $(STATICCHECK) $(PACKAGES)
+	@for m in $(HELPER_MODULES); do \
+		echo "staticcheck: $$m"; (cd $$m && GOWORK=off $(GO) run $(STATICCHECK) ./...) || exit 1; done
+
+## download: download the dependencies of every module, helpers included
+download:
+	@for m in $(MODULES) $(HELPER_MODULES); do \
+		(cd $$m && GOWORK=off $(GO) mod download) || exit 1; done
+
+## tidy: go mod tidy in every module (bench needs -e, see bench/README.md)
+tidy:
+	@for m in $(MODULES) $(HELPER_MODULES); do \
+		e=; [ $$m = bench ] && e=-e; \
+		(cd $$m && GOWORK=off GOFLAGS=-mod=mod $(GO) mod tidy $$e) || exit 1; done
+
+## footprint: the module graph a user gets with each driver (scripts/footprint.sh)
+footprint:
+	bash scripts/footprint.sh
 
 ## docs: rerun the conformance suites and regenerate docs/feature-matrix.md
-docs: deps
-	LOCKER_UPDATE_MATRIX=1 $(GO) test -count=1 -run '^TestConformance' ./...
+docs: deps helpers
+	LOCKER_UPDATE_MATRIX=1 $(GO) test -count=1 -run '^TestConformance' $(PACKAGES)
 	LOCKER_UPDATE_MATRIX=1 $(GO) test -count=1 -run '^TestFeatureMatrixIsFresh$$' ./internal/matrix
 
 ## fuzz: run each fuzz target for FUZZTIME
@@ -46,6 +100,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzRedact$$' -fuzztime $(FUZZTIME) .
 	$(GO) test -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime $(FUZZTIME) .
 	$(GO) test -run '^$$' -fuzz '^FuzzNames$$' -fuzztime $(FUZZTIME) .
+	$(GO) test -run '^$$' -fuzz '^FuzzScrub$$' -fuzztime $(FUZZTIME) ./internal/driverkit
 
 # bench: passes of the uncontended and the contended benchmarks (the table
 # shows medians and spreads), the length of one contended run, where the
@@ -60,6 +115,18 @@ BENCH_BACKENDS          ?= redis
 BENCHSTAT               ?= golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
 
 .PHONY: bench
+
+# loadreport: the length of each load run of docs/benchmarks.md.
+LOADREPORT_DURATION ?= 10s
+
+## loadreport: run the load scenarios of docs/benchmarks.md (lockctl load
+## hot-name, zipf, long-holds, crash-stall) on Redis, etcd, ZooKeeper, PostgreSQL,
+## MariaDB and SQLite, one after the other, and regenerate docs/benchmarks/:
+## results.md (the tables), the raw series (JSON) and the reports' charts (PNG,
+## by headless Chromium). No race detector: these are figures.
+loadreport: deps helpers
+	LOCKER_LOADREPORT_DIR=$(CURDIR)/docs/benchmarks LOCKER_LOADREPORT_DURATION=$(LOADREPORT_DURATION) \
+		$(GO) test -count=1 -timeout 60m -run '^TestLoadReportForDocs$$' -v ./cmd/lockctl
 
 ## bench: golocker's Redis driver against go-redsync/redsync and bsm/redislock
 ## (bench/README.md); raw output in bench/$(BENCH_OUT).txt, tables on stdout
@@ -91,3 +158,24 @@ bench:
 	@cd bench && rm -f $(BENCH_OUT).test && echo "loadavg-after: $$(cut -d' ' -f1-3 /proc/loadavg)" >> $(BENCH_OUT).txt
 	cd bench && $(GO) run $(BENCHSTAT) -filter '.name:(Uncontended OR BackendUncontended)' -row .name -col .fullname $(BENCH_OUT).txt
 	cd bench && $(GO) run ./cmd/table $(BENCH_OUT).txt | tee $(BENCH_OUT)-table.md
+
+# chaos: the fault-injection run (chaos/, docs/reliability.md). CHAOS_BACKENDS
+# is a comma-separated list or all; the long run writes one JSON file per
+# run under chaos/results/.
+CHAOS_BACKENDS       ?= all
+CHAOS_DURATION       ?= 60s
+CHAOS_RUNS           ?= 3
+CHAOS_SHORT_DURATION ?= 10s
+CHAOS_FLAGS          ?=
+
+## chaos: every backend and topology, CHAOS_RUNS runs of CHAOS_DURATION
+## each, under faults; one summary line per run; fails on an unexplained
+## violation
+chaos: deps helpers
+	cd chaos && $(GO) build -o results/chaos . && ./results/chaos -backends $(CHAOS_BACKENDS) \
+		-duration $(CHAOS_DURATION) -runs $(CHAOS_RUNS) -out results/latest $(CHAOS_FLAGS)
+
+## chaos-short: the same, one short run per backend (CI)
+chaos-short: deps helpers
+	cd chaos && $(GO) build -o results/chaos . && ./results/chaos -backends $(CHAOS_BACKENDS) \
+		-duration $(CHAOS_SHORT_DURATION) -runs 1 $(CHAOS_FLAGS)

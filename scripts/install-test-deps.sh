@@ -30,6 +30,10 @@ REQUIREMENTS=(
 	# (pure-Go driver). MongoDB: Debian has no mongod; internal/testserver
 	# builds FerretDB from internal/testserver/ferretdb with the go command
 	# on first use (about a minute) and caches it, so nothing to install.
+	# The admin page's browser test (cmd/lockctl/e2e_test.go) drives
+	# Debian's Chromium with playwright-core, which it installs itself with
+	# npm ci; it needs node >= 20 and npm, which Debian 12's nodejs is not.
+	"Chromium for the admin page's browser test|[[ -x /usr/bin/chromium ]]|chromium"
 )
 
 have() {
