@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/golocker/locker/backend"
+	"github.com/golocker/locker/conformance/internal/faultgate"
 )
 
 // Faults controls the connection between one driver and its store, for the
@@ -29,63 +30,16 @@ type Faults interface {
 
 // errCut is what a cut connection returns: a transient failure, as a
 // network partition would give.
-var errCut = errors.New("conformance: connection cut by the suite")
+var errCut = faultgate.ErrCut
 
-// gate is the state shared by the fault controls.
-type gate struct {
-	mu     sync.Mutex
-	paused chan struct{} // non-nil while paused; closed by Resume
-	delay  time.Duration
-	cut    bool
-}
-
-func (g *gate) Pause() {
-	g.mu.Lock()
-	if g.paused == nil {
-		g.paused = make(chan struct{})
+// wait is g.Wait for a connection: a pause that outlasts the connection
+// (done closes) ends in net.ErrClosed.
+func wait(g *faultgate.Gate, done <-chan struct{}) (time.Duration, error) {
+	d, err := g.Wait(done)
+	if errors.Is(err, faultgate.ErrDone) {
+		err = net.ErrClosed
 	}
-	g.mu.Unlock()
-}
-
-func (g *gate) Resume() {
-	g.mu.Lock()
-	if g.paused != nil {
-		close(g.paused)
-		g.paused = nil
-	}
-	g.mu.Unlock()
-}
-
-func (g *gate) SetDelay(d time.Duration) {
-	g.mu.Lock()
-	g.delay = d
-	g.mu.Unlock()
-}
-
-func (g *gate) isCut() bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.cut
-}
-
-// wait blocks while the gate is paused, until done closes. It returns the
-// delay to add.
-func (g *gate) wait(done <-chan struct{}) (time.Duration, error) {
-	g.mu.Lock()
-	p, d, cut := g.paused, g.delay, g.cut
-	g.mu.Unlock()
-	if cut {
-		return 0, errCut
-	}
-	if p != nil {
-		select {
-		case <-p:
-		case <-done:
-			return 0, net.ErrClosed
-		}
-		return g.wait(done)
-	}
-	return d, nil
+	return d, err
 }
 
 // FaultNet is a Faults for drivers that take a dial function: give its Dial
@@ -93,16 +47,26 @@ func (g *gate) wait(done <-chan struct{}) (time.Duration, error) {
 // Pause stalls reads and writes, SetDelay holds each reply back, Cut closes
 // every connection and refuses new ones.
 type FaultNet struct {
-	gate
-	conns map[*faultConn]struct{} // guarded by gate.mu
+	g     faultgate.Gate
+	mu    sync.Mutex              // held across a change of the cut and of conns
+	conns map[*faultConn]struct{} // guarded by mu
 }
 
 // NewFaultNet returns a FaultNet with no fault.
 func NewFaultNet() *FaultNet { return &FaultNet{conns: make(map[*faultConn]struct{})} }
 
+// Pause implements Faults.
+func (f *FaultNet) Pause() { f.g.Pause() }
+
+// Resume implements Faults.
+func (f *FaultNet) Resume() { f.g.Resume() }
+
+// SetDelay implements Faults.
+func (f *FaultNet) SetDelay(d time.Duration) { f.g.SetDelay(d) }
+
 // Dial connects to address through the FaultNet.
 func (f *FaultNet) Dial(ctx context.Context, network, address string) (net.Conn, error) {
-	if f.isCut() {
+	if f.g.IsCut() {
 		return nil, errCut
 	}
 	var d net.Dialer
@@ -112,7 +76,7 @@ func (f *FaultNet) Dial(ctx context.Context, network, address string) (net.Conn,
 	}
 	fc := &faultConn{Conn: c, f: f, done: make(chan struct{})}
 	f.mu.Lock()
-	if f.cut {
+	if f.g.IsCut() {
 		f.mu.Unlock()
 		c.Close()
 		return nil, errCut
@@ -125,7 +89,7 @@ func (f *FaultNet) Dial(ctx context.Context, network, address string) (net.Conn,
 // Cut implements Faults.
 func (f *FaultNet) Cut() {
 	f.mu.Lock()
-	f.cut = true
+	f.g.Cut()
 	conns := f.conns
 	f.conns = make(map[*faultConn]struct{})
 	f.mu.Unlock()
@@ -135,11 +99,7 @@ func (f *FaultNet) Cut() {
 }
 
 // Restore implements Faults.
-func (f *FaultNet) Restore() {
-	f.mu.Lock()
-	f.cut = false
-	f.mu.Unlock()
-}
+func (f *FaultNet) Restore() { f.g.Restore() }
 
 type faultConn struct {
 	net.Conn
@@ -150,7 +110,7 @@ type faultConn struct {
 
 func (c *faultConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
-	d, gerr := c.f.wait(c.done)
+	d, gerr := wait(&c.f.g, c.done)
 	if gerr != nil {
 		return 0, gerr
 	}
@@ -165,7 +125,7 @@ func (c *faultConn) Read(p []byte) (int, error) {
 }
 
 func (c *faultConn) Write(p []byte) (int, error) {
-	if _, err := c.f.wait(c.done); err != nil {
+	if _, err := wait(&c.f.g, c.done); err != nil {
 		return 0, err
 	}
 	return c.Conn.Write(p)
@@ -194,30 +154,18 @@ func FaultyDriver(d backend.Driver) (backend.Driver, Faults) {
 }
 
 type faultyDriver struct {
-	gate
+	faultgate.Gate
 	d backend.Driver
-}
-
-func (f *faultyDriver) Cut() {
-	f.mu.Lock()
-	f.cut = true
-	f.mu.Unlock()
-}
-
-func (f *faultyDriver) Restore() {
-	f.mu.Lock()
-	f.cut = false
-	f.mu.Unlock()
 }
 
 // call runs op through the gate: after any pause, fails if cut, and holds
 // the reply back by the delay.
 func (f *faultyDriver) call(ctx context.Context, op func(context.Context) error) error {
-	if _, err := f.wait(ctx.Done()); err != nil {
+	if _, err := f.Wait(ctx.Done()); err != nil {
 		return f.ctxOr(ctx, err)
 	}
 	err := op(ctx)
-	d, gerr := f.wait(ctx.Done())
+	d, gerr := f.Wait(ctx.Done())
 	if gerr != nil {
 		return f.ctxOr(ctx, gerr)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/golocker/locker/backend"
+	"github.com/golocker/locker/conformance/internal/faultgate"
 	"github.com/golocker/locker/locallock"
 )
 
@@ -173,7 +174,7 @@ func (d *driver) call(ctx context.Context, r backend.Request, op func(context.Co
 	if err := d.wait(ctx); err != nil {
 		return nil, err
 	}
-	pausesBefore := d.pauseCount()
+	pausesBefore := d.Pauses()
 	octx := ctx
 	if d.kind == StrandsOnDeadline {
 		// The request is sent whatever ctx does, after a round trip.
@@ -186,7 +187,7 @@ func (d *driver) call(ctx context.Context, r backend.Request, op func(context.Co
 		return nil, werr
 	}
 	if err == nil {
-		if delay := d.currentDelay(); delay > 0 {
+		if delay := d.Delay(); delay > 0 {
 			select {
 			case <-time.After(delay):
 			case <-ctx.Done():
@@ -202,7 +203,7 @@ func (d *driver) call(ctx context.Context, r backend.Request, op func(context.Co
 	if err != nil {
 		return nil, err
 	}
-	paused := d.pauseCount() > pausesBefore
+	paused := d.Pauses() > pausesBefore
 	switch {
 	case paused && d.kind == PhantomWaiter:
 		// Its session expired while it waited: it holds nothing, and
@@ -344,80 +345,15 @@ func raceIfConcurrent() func() {
 
 // gate is the broken driver's fault controls: calls, not connections, are
 // paused, delayed and cut.
-type gate struct {
-	mu     sync.Mutex
-	paused chan struct{}
-	pauses int
-	delay  time.Duration
-	cut    bool
-}
-
-func (g *gate) Pause() {
-	g.mu.Lock()
-	if g.paused == nil {
-		g.paused = make(chan struct{})
-		g.pauses++
-	}
-	g.mu.Unlock()
-}
-
-func (g *gate) Resume() {
-	g.mu.Lock()
-	if g.paused != nil {
-		close(g.paused)
-		g.paused = nil
-	}
-	g.mu.Unlock()
-}
-
-func (g *gate) SetDelay(d time.Duration) {
-	g.mu.Lock()
-	g.delay = d
-	g.mu.Unlock()
-}
-
-func (g *gate) Cut() {
-	g.mu.Lock()
-	g.cut = true
-	g.mu.Unlock()
-}
-
-func (g *gate) Restore() {
-	g.mu.Lock()
-	g.cut = false
-	g.mu.Unlock()
-}
-
-func (g *gate) pauseCount() int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.pauses
-}
-
-func (g *gate) currentDelay() time.Duration {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.delay
-}
-
-var errCut = errors.New("broken: connection cut")
+type gate struct{ faultgate.Gate }
 
 // wait blocks while paused; it fails when cut or when ctx ends.
 func (g *gate) wait(ctx context.Context) error {
-	for {
-		g.mu.Lock()
-		p, cut := g.paused, g.cut
-		g.mu.Unlock()
-		if cut {
-			return errCut
-		}
-		if p == nil {
-			return nil
-		}
-		select {
-		case <-p:
-		case <-ctx.Done():
+	if _, err := g.Wait(ctx.Done()); err != nil {
+		if errors.Is(err, faultgate.ErrDone) {
 			return ctx.Err()
 		}
+		return err
 	}
+	return nil
 }
