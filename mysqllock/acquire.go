@@ -28,6 +28,11 @@ func (d *Driver) Acquire(ctx context.Context, r backend.Request) (backend.Lease,
 	if err := d.ready(ctx); err != nil {
 		return nil, err
 	}
+	done, err := d.takeSlot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	wait := !r.Since.IsZero()
 	var t *ticket.Turn
 	if wait {

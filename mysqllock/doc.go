@@ -93,7 +93,11 @@
 // sessions the server killed are retried a few times. If an acquisition
 // fails after its statement may have run (a cancelled ctx, a broken
 // connection), the driver releases by owner at once and again shortly
-// after, so that an error never leaves a hold.
+// after, so that an error never leaves a hold. With a bounded pool
+// (max_conns, or SetMaxOpenConns before New), acquisitions use at most
+// all but one of its connections at once: the last is left to renewals
+// and releases, which a burst of waiting acquisitions would otherwise keep
+// from a connection until their leases ran out.
 //
 // SQLite: every connection uses WAL, busy_timeout and synchronous=FULL (a
 // fencing counter must not go back after a power loss), and a process

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/golocker/locker"
+	"github.com/golocker/locker/conformance"
 	"github.com/golocker/locker/internal/drivertest"
 	"github.com/golocker/locker/mysqllock"
 )
@@ -293,3 +295,71 @@ func TestDriverLogsGoToTheClientsLogger(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// TestABurstOfAcquisitionsLeavesRenewalsAConnection holds a lock with a
+// 1 s lease on a pool of three connections whose every reply comes 20 ms
+// late, while 48 goroutines take and release other locks for 3 s: the
+// pool is never idle, and database/sql hands a freed connection to any
+// one of the calls waiting. Acquisitions leave one connection to the
+// rest (slots.go), so the watchdog's renewals keep the hold; without the
+// reserve, a renewal waited behind the acquisitions past its lease.
+func TestABurstOfAcquisitionsLeavesRenewalsAConnection(t *testing.T) {
+	for _, dialect := range []string{mysqllock.DialectMySQL, mysqllock.DialectPostgres} {
+		t.Run(dialect, func(t *testing.T) {
+			t.Parallel()
+			db := newDatabase(t, dialect)
+			ctx := drivertest.Context(t, time.Minute)
+			fn := conformance.NewFaultNet()
+			sep := "?"
+			if strings.Contains(db.URL, "?") {
+				sep = "&"
+			}
+			c, err := locker.New(open(t, db.URL+sep+"max_conns=3", mysqllock.WithDialer(fn.Dial)), locker.WithTTL(time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			kept := c.NewMutex("kept")
+			if err := kept.Lock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			fn.SetDelay(20 * time.Millisecond)
+			end := time.Now().Add(3 * time.Second)
+			var taken atomic.Int64
+			var wg sync.WaitGroup
+			for i := range 48 {
+				m := c.NewMutex(fmt.Sprint("burst/", i))
+				wg.Go(func() {
+					for time.Now().Before(end) && ctx.Err() == nil {
+						ok, err := m.TryLock(ctx)
+						if err != nil {
+							t.Errorf("TryLock: %v", err)
+							return
+						}
+						if ok {
+							taken.Add(1)
+							if err := m.Unlock(ctx); err != nil {
+								t.Errorf("Unlock: %v", err)
+								return
+							}
+						}
+					}
+				})
+			}
+			wg.Wait()
+			fn.SetDelay(0)
+			select {
+			case <-kept.Lost():
+				t.Fatalf("the hold was lost during the burst (%d acquisitions): %v", taken.Load(), kept.Err())
+			default:
+			}
+			if err := kept.Unlock(ctx); err != nil {
+				t.Fatalf("Unlock of the kept hold after the burst (%d acquisitions): %v", taken.Load(), err)
+			}
+			if taken.Load() == 0 {
+				t.Fatal("no acquisition during the burst")
+			}
+			t.Logf("%d acquisitions in the burst; the hold was kept", taken.Load())
+		})
+	}
+}

@@ -62,7 +62,8 @@ type Driver struct {
 	log       *logSink     // the SetLogger logger, also the MySQL connector's
 	turns     ticket.Queue // the places of this Driver's waiters (fair.go)
 	tableSem  chan struct{}
-	tableOK   bool // guarded by tableSem
+	tableOK   bool          // guarded by tableSem
+	slots     chan struct{} // bounds the acquisitions in flight (slots.go); nil: unbounded
 	closed    chan struct{}
 	closeOnce sync.Once
 	bg        sync.WaitGroup // background cleanups
@@ -132,6 +133,7 @@ func newDriver(db *gorm.DB, owned bool, log *logSink, opts []Option) (*Driver, e
 		closed:   make(chan struct{}),
 	}
 	d.quietDB = d.db.Session(&gorm.Session{Logger: quietExpected{d.db.Logger}})
+	d.slots = acquisitionSlots(sqlDB)
 	if o.notifySet && o.notify && dialect != DialectPostgres {
 		return nil, driverkit.BadOption("mysqllock", "notify applies to PostgreSQL only, not %s", dialect)
 	}
