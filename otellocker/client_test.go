@@ -15,6 +15,7 @@ import (
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/golocker/locker"
+	"github.com/golocker/locker/internal/drivertest"
 	"github.com/golocker/locker/locallock"
 )
 
@@ -116,6 +117,17 @@ func TestClientDrivenSequence(t *testing.T) {
 	if err := m1.Unlock(ctx); !errors.Is(err, locker.ErrLost) {
 		t.Fatalf("Unlock after the loss = %v, want ErrLost", err)
 	}
+	// The loss reaches the observer from the goroutine that declared it,
+	// after Lost closed: poll for the hold's span to end.
+	drivertest.Eventually(t, 5*time.Second, "the lost hold's end observed", func() bool {
+		n := 0
+		for _, s := range h.spans.Ended() {
+			if s.Name() == spanHold {
+				n++
+			}
+		}
+		return n >= 3
+	})
 
 	m := h.metrics(t)
 	acq := m["golocker.lock.acquire.duration"]
