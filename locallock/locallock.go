@@ -11,6 +11,7 @@ import (
 
 	"github.com/golocker/locker"
 	"github.com/golocker/locker/backend"
+	"github.com/golocker/locker/internal/driverkit"
 )
 
 // Scheme is the URL scheme of the in-process driver.
@@ -78,9 +79,8 @@ type waiter struct {
 // Driver is a connection to a Store. It implements backend.Driver,
 // backend.Waiter, backend.Inspector and backend.QueueInspector.
 type Driver struct {
-	s         *Store
-	closed    chan struct{}
-	closeOnce sync.Once
+	s    *Store
+	life *driverkit.Life
 }
 
 // New returns a Driver on s, or on a new private Store when s is nil.
@@ -88,7 +88,7 @@ func New(s *Store) *Driver {
 	if s == nil {
 		s = NewStore()
 	}
-	return &Driver{s: s, closed: make(chan struct{})}
+	return &Driver{s: s, life: driverkit.NewLife()}
 }
 
 // Capabilities implements backend.Driver.
@@ -104,16 +104,11 @@ func (d *Driver) Capabilities() backend.Capabilities {
 
 // Close ends the Driver's waits in flight with ErrClosed. Holds stay in the
 // Store until released or expired, as on a remote store.
-func (d *Driver) Close() error {
-	d.closeOnce.Do(func() { close(d.closed) })
-	return nil
-}
+func (d *Driver) Close() error { return d.life.Close(nil) }
 
 func (d *Driver) check(ctx context.Context) error {
-	select {
-	case <-d.closed:
-		return backend.ErrClosed
-	default:
+	if err := d.life.Err(); err != nil {
+		return err
 	}
 	return ctx.Err()
 }
@@ -161,7 +156,7 @@ func (d *Driver) AcquireWait(ctx context.Context, r backend.Request) (backend.Le
 		return l, nil
 	case <-ctx.Done():
 		err = ctx.Err()
-	case <-d.closed:
+	case <-d.life.Done():
 		err = backend.ErrClosed
 	}
 	s.mu.Lock()

@@ -131,7 +131,7 @@ func ctxError(ctx context.Context, err error) error {
 // cleanup releases by owner, whatever the lease, a grant that may have
 // happened although the attempt failed (driverkit.Cleanup).
 func (d *Driver) cleanup(ctx context.Context, r backend.Request) {
-	driverkit.Cleanup(ctx, &d.bg, d.closed, func(ctx context.Context) {
+	driverkit.Cleanup(ctx, d.life, func(ctx context.Context) {
 		ctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
 		defer cancel()
 		_ = d.store.releaseAny(ctx, r.Name, r.Owner)

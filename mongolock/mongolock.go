@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
@@ -47,8 +46,7 @@ type Driver struct {
 	turns    ticket.Queue // the places of this Driver's waiters (fair.go)
 
 	// Set once by ready, read after it.
-	readySem chan struct{}
-	isReady  bool
+	setup    driverkit.Setup
 	coll     *mongo.Collection
 	store    store
 	modeSeen atomic.Value // ModeUpdate or ModeHistory, for Mode
@@ -58,9 +56,7 @@ type Driver struct {
 	measured atomic.Int64 // when offset was measured, local Unix ns
 	wallNow  func() time.Time
 
-	closed    chan struct{}
-	closeOnce sync.Once
-	bg        sync.WaitGroup // background cleanups
+	life *driverkit.Life // open or closed; the background clean-ups
 }
 
 var (
@@ -101,10 +97,9 @@ func newDriver(client *mongo.Client, owned bool, log *logSink, opts []Option) (*
 			Expiry:       true,
 			CrossProcess: true,
 		},
-		turns:    ticket.Queue{Window: claimWindow},
-		readySem: make(chan struct{}, 1),
-		wallNow:  time.Now,
-		closed:   make(chan struct{}),
+		turns:   ticket.Queue{Window: claimWindow},
+		wallNow: time.Now,
+		life:    driverkit.NewLife(),
 	}, nil
 }
 
@@ -121,17 +116,14 @@ func (d *Driver) SetLogger(l *slog.Logger) { d.log.set(l) }
 // connected the client itself (Open), disconnects it. Holds stay in the
 // collection until released or expired.
 func (d *Driver) Close() error {
-	var err error
-	d.closeOnce.Do(func() {
-		close(d.closed)
-		d.bg.Wait()
-		if d.owned {
-			ctx, cancel := context.WithTimeout(context.Background(), disconnectTimeout)
-			defer cancel()
-			err = d.client.Disconnect(ctx)
+	return d.life.Close(func() error {
+		if !d.owned {
+			return nil
 		}
+		ctx, cancel := context.WithTimeout(context.Background(), disconnectTimeout)
+		defer cancel()
+		return d.client.Disconnect(ctx)
 	})
-	return err
 }
 
 // Mode reports how the Driver stores locks, once it has been used:
@@ -147,22 +139,14 @@ func (d *Driver) Mode() string {
 // deployment: a replica set or sharded cluster gets majority writes, and a
 // server without update pipelines gets the estimated clock.
 func (d *Driver) ready(ctx context.Context) error {
-	select {
-	case <-d.closed:
-		return backend.ErrClosed
-	default:
+	if err := d.life.Err(); err != nil {
+		return err
 	}
-	select {
-	case d.readySem <- struct{}{}:
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-d.closed:
-		return backend.ErrClosed
-	}
-	defer func() { <-d.readySem }()
-	if d.isReady {
-		return nil
-	}
+	return d.setup.Run(ctx, d.life, d.learn)
+}
+
+// learn is ready's set-up.
+func (d *Driver) learn(ctx context.Context) error {
 	info, err := d.measureClock(ctx)
 	if err != nil {
 		return err
@@ -191,7 +175,6 @@ func (d *Driver) ready(ctx context.Context) error {
 		return err
 	}
 	d.modeSeen.Store(mode)
-	d.isReady = true
 	return nil
 }
 

@@ -293,7 +293,7 @@ func graceful(ctx context.Context, grace time.Duration) (context.Context, contex
 // cleanup releases by owner, whatever the lease, a grant that may have
 // happened although the attempt failed (driverkit.Cleanup).
 func (d *Driver) cleanup(ctx context.Context, r backend.Request) {
-	driverkit.Cleanup(ctx, &d.bg, d.closed, func(ctx context.Context) { d.releaseAny(ctx, r) })
+	driverkit.Cleanup(ctx, d.life, func(ctx context.Context) { d.releaseAny(ctx, r) })
 }
 
 func (d *Driver) releaseAny(ctx context.Context, r backend.Request) {

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"sync"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
@@ -48,25 +47,22 @@ const (
 // backend.Watcher (a wake-up on PostgreSQL, a nil channel elsewhere) and
 // backend.LogSetter, and is safe for concurrent use.
 type Driver struct {
-	db        *gorm.DB // a new session on the user's or our own *gorm.DB
-	quietDB   *gorm.DB // db whose logger does not report expected errors
-	sqlDB     *sql.DB  // closed by Close when owned
-	owned     bool
-	dialect   string
-	table     string // as configured, unquoted
-	channel   string // PostgreSQL: the NOTIFY channel of the table
-	st        statements
-	create    bool
-	notifier  *notifier // nil unless Capabilities().Notify
-	caps      backend.Capabilities
-	log       *logSink     // the SetLogger logger, also the MySQL connector's
-	turns     ticket.Queue // the places of this Driver's waiters (fair.go)
-	tableSem  chan struct{}
-	tableOK   bool          // guarded by tableSem
-	slots     chan struct{} // bounds the acquisitions in flight (slots.go); nil: unbounded
-	closed    chan struct{}
-	closeOnce sync.Once
-	bg        sync.WaitGroup // background cleanups
+	db       *gorm.DB // a new session on the user's or our own *gorm.DB
+	quietDB  *gorm.DB // db whose logger does not report expected errors
+	sqlDB    *sql.DB  // closed by Close when owned
+	owned    bool
+	dialect  string
+	table    string // as configured, unquoted
+	channel  string // PostgreSQL: the NOTIFY channel of the table
+	st       statements
+	create   bool
+	notifier *notifier // nil unless Capabilities().Notify
+	caps     backend.Capabilities
+	log      *logSink        // the SetLogger logger, also the MySQL connector's
+	turns    ticket.Queue    // the places of this Driver's waiters (fair.go)
+	table1st driverkit.Setup // creates the table on first use
+	slots    chan struct{}   // bounds the acquisitions in flight (slots.go); nil: unbounded
+	life     *driverkit.Life // open or closed; the background clean-ups
 }
 
 var (
@@ -119,18 +115,17 @@ func newDriver(db *gorm.DB, owned bool, log *logSink, opts []Option) (*Driver, e
 	}
 	sqlDB, _ := db.DB() // nil for exotic ConnPools; only notify and Close use it
 	d := &Driver{
-		db:       db.Session(&gorm.Session{NewDB: true}),
-		sqlDB:    sqlDB,
-		owned:    owned,
-		dialect:  dialect,
-		table:    o.table,
-		channel:  notifyChannel(o.table),
-		st:       st,
-		create:   o.createTable,
-		log:      log,
-		turns:    ticket.Queue{Window: claimWindow},
-		tableSem: make(chan struct{}, 1),
-		closed:   make(chan struct{}),
+		db:      db.Session(&gorm.Session{NewDB: true}),
+		sqlDB:   sqlDB,
+		owned:   owned,
+		dialect: dialect,
+		table:   o.table,
+		channel: notifyChannel(o.table),
+		st:      st,
+		create:  o.createTable,
+		log:     log,
+		turns:   ticket.Queue{Window: claimWindow},
+		life:    driverkit.NewLife(),
 	}
 	d.quietDB = d.db.Session(&gorm.Session{Logger: quietExpected{d.db.Logger}})
 	d.slots = acquisitionSlots(sqlDB)
@@ -179,42 +174,28 @@ func (d *Driver) SetLogger(l *slog.Logger) { d.log.set(l) }
 // *gorm.DB given to New stays open. Holds stay in the table until released
 // or expired.
 func (d *Driver) Close() error {
-	var err error
-	d.closeOnce.Do(func() {
-		close(d.closed)
-		d.bg.Wait()
+	return d.life.Close(func() error {
 		if d.notifier != nil {
 			d.notifier.close()
 		}
 		if d.owned && d.sqlDB != nil {
-			err = d.sqlDB.Close()
+			return d.sqlDB.Close()
 		}
+		return nil
 	})
-	return err
 }
 
 // ready checks that the Driver is open and, on first use, creates the
 // table.
 func (d *Driver) ready(ctx context.Context) error {
-	select {
-	case <-d.closed:
-		return backend.ErrClosed
-	default:
+	if err := d.life.Err(); err != nil || !d.create {
+		return err
 	}
-	if !d.create {
-		return nil
-	}
-	select {
-	case d.tableSem <- struct{}{}:
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-d.closed:
-		return backend.ErrClosed
-	}
-	defer func() { <-d.tableSem }()
-	if d.tableOK {
-		return nil
-	}
+	return d.table1st.Run(ctx, d.life, d.createTable)
+}
+
+// createTable is ready's set-up.
+func (d *Driver) createTable(ctx context.Context) error {
 	// Look first: a table that exists needs no CREATE, nor the privilege
 	// to run one. Concurrent CREATE TABLE IF NOT EXISTS can fail on
 	// PostgreSQL (a unique violation in its catalog): the table then
@@ -236,7 +217,6 @@ func (d *Driver) ready(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("mysqllock: creating table %s: %w", d.table, err)
 	}
-	d.tableOK = true
 	return nil
 }
 
