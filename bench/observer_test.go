@@ -29,7 +29,8 @@ func (nopObserver) Renewed(locker.Renewal)                          {}
 // Lock+Unlock on Redis: three Clients on one server — none, a no-op
 // Observer, otellocker with the OpenTelemetry SDK (a meter provider with a
 // manual reader, a tracer provider that samples every span) — take turns in
-// blocks of 100 pairs, so that a change of the machine's load falls on all
+// blocks of 100 pairs, each round starting with the next one, so that a
+// change of the machine's load, or the position in a round, falls on all
 // of them alike. It reports each one's p50 and mean, and the ratios to the
 // Client without an observer.
 func BenchmarkObserverCost(b *testing.B) {
@@ -74,8 +75,12 @@ func BenchmarkObserverCost(b *testing.B) {
 	rounds := max(b.N, *flagOps/block)
 	samples := make([][]time.Duration, len(configs))
 	b.ResetTimer()
-	for range rounds {
-		for i, m := range ms {
+	for r := range rounds {
+		// Each round starts with the next configuration, so that none
+		// always follows the same other one.
+		for k := range ms {
+			i := (r + k) % len(ms)
+			m := ms[i]
 			for range block {
 				start := time.Now()
 				if err := m.Lock(ctx); err != nil {

@@ -263,13 +263,16 @@ func (o *observer) spanStart(e locker.AcquireStart) []trace.SpanStartOption {
 // acquisition is what an acquisition's context carries from AcquireStarted
 // to AcquireEnded and HoldEnded, when its span is recorded.
 type acquisition struct {
-	parent trace.Span // the caller's span: the hold span's parent
+	parent context.Context // the caller's ctx: its span is the hold span's parent
 
 	mu   sync.Mutex
 	hold trace.Span // nil until the acquisition succeeds
 }
 
 type acquisitionKey struct{}
+
+// internalKind is the hold span's kind, made once.
+var internalKind = trace.WithSpanKind(trace.SpanKindInternal)
 
 // AcquireStarted implements locker.Observer: it counts a waiter and starts
 // the acquisition's span. A re-entry is neither: it touches no store and
@@ -279,7 +282,7 @@ func (o *observer) AcquireStarted(ctx context.Context, e locker.AcquireStart) co
 		return ctx
 	}
 	o.waiters.Add(ctx, 1, o.nameAttrs(e.Name).add...)
-	parent := trace.SpanFromContext(ctx)
+	parent := ctx
 	ctx, span := o.tracer.Start(ctx, spanNames[opIndex(e.Op)], o.spanStart(e)...)
 	if !span.IsRecording() {
 		// Not sampled: nor would the hold's span be, under the same
@@ -308,9 +311,10 @@ func (o *observer) AcquireEnded(ctx context.Context, e locker.AcquireEnd) {
 
 	span := trace.SpanFromContext(ctx)
 	if span.IsRecording() {
-		span.SetAttributes(AttrOutcome.String(e.Outcome.String()))
 		if e.Outcome == locker.OutcomeAcquired {
-			span.SetAttributes(token(e.Token))
+			span.SetAttributes(AttrOutcome.String(e.Outcome.String()), token(e.Token))
+		} else {
+			span.SetAttributes(AttrOutcome.String(e.Outcome.String()))
 		}
 		if e.Outcome == locker.OutcomeFailed && e.Err != nil {
 			span.RecordError(e.Err)
@@ -332,8 +336,7 @@ func (o *observer) AcquireEnded(ctx context.Context, e locker.AcquireEnd) {
 	if o.label != nil {
 		kv = append(kv, AttrName.String(o.label(e.Name)))
 	}
-	_, hold := o.tracer.Start(trace.ContextWithSpan(ctx, a.parent), spanHold,
-		trace.WithSpanKind(trace.SpanKindInternal),
+	_, hold := o.tracer.Start(a.parent, spanHold, internalKind,
 		trace.WithLinks(trace.Link{SpanContext: span.SpanContext()}),
 		trace.WithAttributes(kv...))
 	a.mu.Lock()
