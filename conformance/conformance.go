@@ -386,6 +386,19 @@ func mustUnlock(t *testing.T, ctx context.Context, m *locker.Mutex) {
 	}
 }
 
+// staleUnlock checks that the Unlock of a, whose hold another owner has
+// taken over and still holds, reports ErrLost and leaves that owner's
+// lock taken; who names a's owner in the failures.
+func (s *suite) staleUnlock(t *testing.T, ctx context.Context, a *locker.Mutex, who string) {
+	t.Helper()
+	if err := a.Unlock(ctx); !errors.Is(err, locker.ErrLost) {
+		t.Errorf("%s's Unlock = %v, want ErrLost", who, err)
+	}
+	if s.free(t, ctx, s.client(t), a.Name()) {
+		t.Errorf("%s's Unlock freed the next owner's lock", who)
+	}
+}
+
 // free reports whether a fresh client can take name at once (and gives it
 // back).
 func (s *suite) free(t *testing.T, ctx context.Context, c *locker.Client, name string) bool {
