@@ -12,8 +12,8 @@
 //	golocker.lock.acquire.duration   histogram, s       time from Lock, TryLock or LockTimeout to its outcome
 //	                                                    attributes: golocker.lock.operation, golocker.lock.outcome
 //	golocker.lock.hold.duration      histogram, s       how long holds lasted; attribute: golocker.lock.reason
-//	golocker.lock.holds.active       up-down counter    holds of this process now
-//	golocker.lock.waiters            up-down counter    acquisitions in progress now
+//	golocker.lock.holds.active       up-down counter    holds of this process now (observable)
+//	golocker.lock.waiters            up-down counter    acquisitions in progress now (observable)
 //	golocker.lock.renewals           counter            lease renewals; attribute: golocker.renewal.outcome
 //	golocker.lock.renewal.duration   histogram, s       time the store took to answer a renewal; golocker.renewal.outcome
 //	golocker.lock.lost               counter            holds that ended other than by their last Unlock;

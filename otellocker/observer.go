@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -78,8 +79,8 @@ type observer struct {
 
 	acquireDur metric.Float64Histogram
 	holdDur    metric.Float64Histogram
-	active     metric.Int64UpDownCounter
-	waiters    metric.Int64UpDownCounter
+	active     metric.Int64ObservableUpDownCounter
+	waiters    metric.Int64ObservableUpDownCounter
 	renewals   metric.Int64Counter
 	renewalDur metric.Float64Histogram
 	lost       metric.Int64Counter
@@ -89,8 +90,21 @@ type observer struct {
 	acquire [len(ops) + 1][numOutcomes]attrs
 	ends    [len(reasons) + 1]attrs
 	renew   [len(renewalOutcomes)]attrs
-	none    attrs
 	starts  [len(ops) + 1][]trace.SpanStartOption
+
+	// The counts behind active and waiters, read when the meter collects:
+	// an event costs an atomic add, not a measurement (four per
+	// Lock+Unlock).
+	counts   gauges             // without a name label
+	mu       sync.Mutex         // guards byLabel
+	byLabel  map[string]*gauges // with one
+	observed metric.ObserveOption
+}
+
+// gauges are the holds and the acquisitions in progress of one attribute
+// set.
+type gauges struct {
+	active, waiters atomic.Int64
 }
 
 // attrs is one attribute set in the two forms the instruments take.
@@ -143,10 +157,10 @@ func NewObserver(opts ...Option) (locker.Observer, error) {
 		metric.WithDescription("How long holds lasted, from the acquisition to the release or loss."),
 		metric.WithExplicitBucketBoundaries(holdBuckets...))
 	err = errors.Join(err, e)
-	o.active, e = m.Int64UpDownCounter("golocker.lock.holds.active", metric.WithUnit("{hold}"),
+	o.active, e = m.Int64ObservableUpDownCounter("golocker.lock.holds.active", metric.WithUnit("{hold}"),
 		metric.WithDescription("Holds of this process now."))
 	err = errors.Join(err, e)
-	o.waiters, e = m.Int64UpDownCounter("golocker.lock.waiters", metric.WithUnit("{acquisition}"),
+	o.waiters, e = m.Int64ObservableUpDownCounter("golocker.lock.waiters", metric.WithUnit("{acquisition}"),
 		metric.WithDescription("Acquisitions in progress now (re-entries aside)."))
 	err = errors.Join(err, e)
 	o.renewals, e = m.Int64Counter("golocker.lock.renewals", metric.WithUnit("{renewal}"),
@@ -159,6 +173,9 @@ func NewObserver(opts ...Option) (locker.Observer, error) {
 	o.lost, e = m.Int64Counter("golocker.lock.lost", metric.WithUnit("{hold}"),
 		metric.WithDescription("Holds that ended other than by their last Unlock, by reason."))
 	err = errors.Join(err, e)
+	if err == nil {
+		_, err = m.RegisterCallback(o.observe, o.active, o.waiters)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("otellocker: instruments: %w", err)
 	}
@@ -183,8 +200,42 @@ func NewObserver(opts ...Option) (locker.Observer, error) {
 	for i, r := range renewalOutcomes {
 		o.renew[i] = newAttrs(AttrRenewalOutcome.String(r))
 	}
-	o.none = newAttrs()
+	o.observed = metric.WithAttributeSet(*attribute.EmptySet())
+	o.byLabel = make(map[string]*gauges)
 	return o, nil
+}
+
+// gauges returns the counts of name's attribute set.
+func (o *observer) gauges(name string) *gauges {
+	if o.label == nil {
+		return &o.counts
+	}
+	label := o.label(name)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	g := o.byLabel[label]
+	if g == nil {
+		g = new(gauges)
+		o.byLabel[label] = g
+	}
+	return g
+}
+
+// observe reports the counts of holds and waiters when the meter collects.
+func (o *observer) observe(_ context.Context, ob metric.Observer) error {
+	if o.label == nil {
+		ob.ObserveInt64(o.active, o.counts.active.Load(), o.observed)
+		ob.ObserveInt64(o.waiters, o.counts.waiters.Load(), o.observed)
+		return nil
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for label, g := range o.byLabel {
+		set := metric.WithAttributes(AttrName.String(label))
+		ob.ObserveInt64(o.active, g.active.Load(), set)
+		ob.ObserveInt64(o.waiters, g.waiters.Load(), set)
+	}
+	return nil
 }
 
 // opName is op, or "other" for an operation not listed in ops.
@@ -222,13 +273,6 @@ func outcomeIndex(o locker.Outcome) int {
 
 // The attribute sets of each instrument: made once without a name
 // label; with one, made for each call (the price of the label).
-
-func (o *observer) nameAttrs(name string) attrs {
-	if o.label == nil {
-		return o.none
-	}
-	return newAttrs(AttrName.String(o.label(name)))
-}
 
 func (o *observer) acquireAttrs(e locker.AcquireEnd) attrs {
 	if o.label == nil {
@@ -281,7 +325,7 @@ func (o *observer) AcquireStarted(ctx context.Context, e locker.AcquireStart) co
 	if e.Reentry {
 		return ctx
 	}
-	o.waiters.Add(ctx, 1, o.nameAttrs(e.Name).add...)
+	o.gauges(e.Name).waiters.Add(1)
 	parent := ctx
 	ctx, span := o.tracer.Start(ctx, spanNames[opIndex(e.Op)], o.spanStart(e)...)
 	if !span.IsRecording() {
@@ -306,7 +350,8 @@ func (o *observer) AcquireEnded(ctx context.Context, e locker.AcquireEnd) {
 		}
 		return
 	}
-	o.waiters.Add(ctx, -1, o.nameAttrs(e.Name).add...)
+	g := o.gauges(e.Name)
+	g.waiters.Add(-1)
 	o.acquireDur.Record(ctx, e.Wait.Seconds(), o.acquireAttrs(e).record...)
 
 	span := trace.SpanFromContext(ctx)
@@ -325,7 +370,7 @@ func (o *observer) AcquireEnded(ctx context.Context, e locker.AcquireEnd) {
 	if e.Outcome != locker.OutcomeAcquired {
 		return
 	}
-	o.active.Add(ctx, 1, o.nameAttrs(e.Name).add...)
+	g.active.Add(1)
 	a, _ := ctx.Value(acquisitionKey{}).(*acquisition)
 	if a == nil {
 		return
@@ -348,7 +393,7 @@ func (o *observer) AcquireEnded(ctx context.Context, e locker.AcquireEnd) {
 // counts a loss, and ends the hold's span.
 func (o *observer) HoldEnded(ctx context.Context, e locker.HoldEnd) {
 	at := o.endAttrs(e)
-	o.active.Add(ctx, -1, o.nameAttrs(e.Name).add...)
+	o.gauges(e.Name).active.Add(-1)
 	o.holdDur.Record(ctx, e.Held.Seconds(), at.record...)
 	if e.Lost() {
 		o.lost.Add(ctx, 1, at.add...)
