@@ -201,6 +201,8 @@ func BenchmarkBackendContended(b *testing.B) {
 		for _, n := range bench.BackendContendedHandles[backend] {
 			for _, cfg := range bench.BackendConfigs(backend) {
 				b.Run(backend+"/handles="+strconv.Itoa(n)+"/"+cfg.Name, func(b *testing.B) {
+					p := p
+					p.Duration = max(p.Duration, bench.BackendMinDuration[backend])
 					ms := make([]bench.Measurement, 0, b.N)
 					for i := range b.N {
 						ctx, cancel := context.WithTimeout(context.Background(), p.Duration+5*time.Minute)

@@ -137,7 +137,7 @@ func OpenDriver(ctx context.Context, addr, name string) (Handle, func() error, e
 // that uses the driver directly (Acquire and Release, without package
 // locker).
 func OpenBackendDriver(ctx context.Context, backend, target, name string) (Handle, func() error, error) {
-	c, err := locker.Open(ctx, golockerURL(backend, target))
+	c, err := locker.Open(ctx, golockerURL(backend, target, name))
 	if err != nil {
 		return nil, nil, err
 	}
