@@ -100,10 +100,7 @@ func TestCommandsPerAcquisition(t *testing.T) {
 	c := openClient(t, "redis://"+srv.Addr, locker.WithTTL(10*time.Second))
 	const handles, total = 8, 500
 	name := "commands"
-	warm := c.NewMutex(name) // loads the scripts and opens a connection
-	if err := warm.Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
+	warm := locked(t, ctx, c, name) // loads the scripts and opens a connection
 	if err := warm.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -158,17 +155,11 @@ func TestOneReleaseWakesOneLocalWaiter(t *testing.T) {
 	q := waitC.Driver().(backend.QueueInspector)
 	name := "herd"
 	// Load the scripts, so that no NOSCRIPT fallback blurs the counts.
-	warm := holderC.NewMutex("warm")
-	if err := warm.Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
+	warm := locked(t, ctx, holderC, "warm")
 	if err := warm.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	holder := holderC.NewMutex(name)
-	if err := holder.Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
+	holder := locked(t, ctx, holderC, name)
 
 	const n = 16
 	granted := make(chan *locker.Mutex, n)
@@ -254,10 +245,7 @@ func TestOneSubscriptionPerDriver(t *testing.T) {
 	const n = 10
 	var holders []*locker.Mutex
 	for i := range n {
-		m := holderC.NewMutex(fmt.Sprintf("names/%d", i))
-		if err := m.Lock(ctx); err != nil {
-			t.Fatal(err)
-		}
+		m := locked(t, ctx, holderC, fmt.Sprintf("names/%d", i))
 		holders = append(holders, m)
 	}
 	got := make(chan error, 2*n)

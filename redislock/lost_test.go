@@ -25,10 +25,7 @@ func TestDeletedKeyIsFoundByTheNextRenewal(t *testing.T) {
 	const ttl = 600 * time.Millisecond
 	c := openClient(t, url, locker.WithTTL(ttl))
 	name := "lost/" + t.Name()
-	m := c.NewMutex(name)
-	if err := m.Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
+	m := locked(t, ctx, c, name)
 	key := c.Driver().(*redislock.Driver).Key(name)
 	if err := del(ctx, srv, key); err != nil {
 		t.Fatal(err)
