@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/golocker/locker/internal/drivertest"
 	"github.com/golocker/locker/internal/testserver"
@@ -49,6 +50,25 @@ func newDatabase(t *testing.T, dialect string) *sqlserver.SQLDatabase {
 		srv = sqliteServer.Get(t)
 	}
 	return srv.NewDatabase(t)
+}
+
+// serverDialects are the dialects with a database server (not SQLite).
+var serverDialects = []string{mysqllock.DialectMySQL, mysqllock.DialectPostgres}
+
+// eachDialect runs test as a parallel subtest per dialect, each with a
+// database of its own and a ctx that ends after a minute.
+func eachDialect(t *testing.T, test func(t *testing.T, db *sqlserver.SQLDatabase, ctx context.Context)) {
+	forDialects(t, dialects, test)
+}
+
+// forDialects is eachDialect on the dialects ds.
+func forDialects(t *testing.T, ds []string, test func(t *testing.T, db *sqlserver.SQLDatabase, ctx context.Context)) {
+	for _, dialect := range ds {
+		t.Run(dialect, func(t *testing.T) {
+			t.Parallel()
+			test(t, newDatabase(t, dialect), drivertest.Context(t, time.Minute))
+		})
+	}
 }
 
 // open opens url, closed when the test ends.
