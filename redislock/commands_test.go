@@ -87,6 +87,17 @@ func openClient(t *testing.T, url string, opts ...locker.Option) *locker.Client 
 	return c
 }
 
+// ownServer starts a test that counts on a Redis server of its own (the
+// counts are server-wide): its ctx, the server, and a function that opens
+// a Client on it with leases of a minute.
+func ownServer(t *testing.T) (context.Context, *redisserver.RedisServer, func() *locker.Client) {
+	t.Helper()
+	srv := redisserver.Redis(t)
+	return drivertest.Context(t, 2*time.Minute), srv, func() *locker.Client {
+		return openClient(t, "redis://"+srv.Addr, locker.WithTTL(time.Minute))
+	}
+}
+
 // TestCommandsPerAcquisition counts the commands that 8 handles of one
 // process send to take one lock 500 times between them: the local queue
 // lets only its head try, and a release wakes only that head, so an
@@ -147,11 +158,8 @@ func TestCommandsPerAcquisition(t *testing.T) {
 // of 3 releases is checked.
 func TestOneReleaseWakesOneLocalWaiter(t *testing.T) {
 	t.Parallel()
-	ctx := drivertest.Context(t, 2*time.Minute)
-	srv := redisserver.Redis(t)
-	url := "redis://" + srv.Addr
-	holderC := openClient(t, url, locker.WithTTL(60*time.Second))
-	waitC := openClient(t, url, locker.WithTTL(60*time.Second))
+	ctx, srv, newClient := ownServer(t)
+	holderC, waitC := newClient(), newClient()
 	q := waitC.Driver().(backend.QueueInspector)
 	name := "herd"
 	// Load the scripts, so that no NOSCRIPT fallback blurs the counts.
@@ -226,14 +234,9 @@ func TestOneReleaseWakesOneLocalWaiter(t *testing.T) {
 // channel (its inbox), whatever the number of names; Close unsubscribes.
 func TestOneSubscriptionPerDriver(t *testing.T) {
 	t.Parallel()
-	ctx := drivertest.Context(t, 2*time.Minute)
-	srv := redisserver.Redis(t)
-	url := "redis://" + srv.Addr
-	holderC := openClient(t, url, locker.WithTTL(60*time.Second))
-	waitCs := []*locker.Client{
-		openClient(t, url, locker.WithTTL(60*time.Second)),
-		openClient(t, url, locker.WithTTL(60*time.Second)),
-	}
+	ctx, srv, newClient := ownServer(t)
+	holderC := newClient()
+	waitCs := []*locker.Client{newClient(), newClient()}
 	channels := func() int {
 		r, err := srv.Do(ctx, "PUBSUB", "CHANNELS", "golocker:*")
 		if err != nil {

@@ -11,7 +11,6 @@ import (
 	"github.com/golocker/locker"
 	"github.com/golocker/locker/internal/drivertest"
 	"github.com/golocker/locker/internal/testserver/redisserver"
-	"github.com/golocker/locker/redislock"
 )
 
 // TestDeletedKeyIsFoundByTheNextRenewal: Redis does not push a deleted
@@ -20,16 +19,12 @@ import (
 func TestDeletedKeyIsFoundByTheNextRenewal(t *testing.T) {
 	t.Parallel()
 	ctx := drivertest.Context(t, time.Minute)
-	srv := standalone.Get(t)
 	url := standaloneURL(t)
 	const ttl = 600 * time.Millisecond
 	c := openClient(t, url, locker.WithTTL(ttl))
 	name := "lost/" + t.Name()
 	m := locked(t, ctx, c, name)
-	key := c.Driver().(*redislock.Driver).Key(name)
-	if err := del(ctx, srv, key); err != nil {
-		t.Fatal(err)
-	}
+	dropHold(t, ctx, c, name)
 	deleted := time.Now()
 	select {
 	case <-m.Lost():

@@ -135,13 +135,10 @@ func TestAPassDoesNotOvertakeAnotherProcess(t *testing.T) {
 func TestAPassOfALostLockIsLost(t *testing.T) {
 	t.Parallel()
 	ctx, name, c, other := passSetup(t, time.Minute)
-	srv := standalone.Get(t)
 	holder, held := handedOff(t, ctx, c, other, name)
 	waiter, waiterGot := localWaiter(t, ctx, c, name, 1)
 
-	if err := del(ctx, srv, c.Driver().(*redislock.Driver).Key(name)); err != nil {
-		t.Fatal(err)
-	}
+	dropHold(t, ctx, c, name)
 	if err := holder.Unlock(ctx); err != nil {
 		t.Errorf("the holder's Unlock, passing the lock = %v", err)
 	}
@@ -171,12 +168,9 @@ func TestALostHoldKeepsItsClientsWaitersUntilUnlocked(t *testing.T) {
 	t.Parallel()
 	const ttl = 900 * time.Millisecond
 	ctx, name, c, other := passSetup(t, ttl)
-	srv := standalone.Get(t)
 	holder, held := handedOff(t, ctx, c, other, name)
 	waiter, waiterGot := localWaiter(t, ctx, c, name, 1)
-	if err := del(ctx, srv, c.Driver().(*redislock.Driver).Key(name)); err != nil {
-		t.Fatal(err)
-	}
+	dropHold(t, ctx, c, name)
 	select {
 	case <-holder.Lost():
 	case <-time.After(5 * time.Second):
