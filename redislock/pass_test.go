@@ -193,8 +193,7 @@ func handedOff(t *testing.T, ctx context.Context, c, other *locker.Client, name 
 	t.Helper()
 	first := locked(t, ctx, other, name)
 	m := c.NewMutex(name)
-	got := lockAsync(ctx, m)
-	awaitWaiters(t, ctx, c, name, 1)
+	got := queued(t, ctx, m, c, 1)
 	if err := first.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -264,8 +263,7 @@ func localWaiter(t *testing.T, ctx context.Context, c *locker.Client, name strin
 func remoteWaiter(t *testing.T, ctx context.Context, c, remote *locker.Client, name string) (*locker.Mutex, <-chan error) {
 	t.Helper()
 	r := remote.NewMutex(name)
-	got := lockAsync(ctx, r)
-	awaitWaiters(t, ctx, c, name, 1)
+	got := queued(t, ctx, r, c, 1)
 	d := c.Driver().(*redislock.Driver)
 	drivertest.Eventually(t, 10*time.Second, "the holder's Driver is told of the other process's waiter", func() bool {
 		return redislock.RemoteQueued(d, name)
@@ -362,11 +360,9 @@ func TestAGrantBehindAnotherProcessIsNotPassedOn(t *testing.T) {
 	other := openClient(t, standaloneURL(t), locker.WithTTL(time.Minute))
 	holder := locked(t, ctx, other, name)
 	a := c.NewMutex(name)
-	aGot := lockAsync(ctx, a)
-	awaitWaiters(t, ctx, c, name, 1)
+	aGot := queued(t, ctx, a, c, 1)
 	r := remote.NewMutex(name)
-	rGot := lockAsync(ctx, r)
-	awaitWaiters(t, ctx, c, name, 2)
+	rGot := queued(t, ctx, r, c, 2)
 	if err := holder.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -479,12 +475,10 @@ func TestBatchAfterAGrantBehindAnotherProcess(t *testing.T) {
 	d := c.Driver().(*redislock.Driver)
 	first := locked(t, ctx, remote, name)
 	m := c.NewMutex(name)
-	mGot := lockAsync(ctx, m)
-	awaitWaiters(t, ctx, c, name, 1)
+	mGot := queued(t, ctx, m, c, 1)
 	// Another process's waiter: not remote's, whose own owner holds.
 	r := openClient(t, standaloneURL(t), locker.WithTTL(time.Minute)).NewMutex(name)
-	rGot := lockAsync(ctx, r)
-	awaitWaiters(t, ctx, c, name, 2)
+	rGot := queued(t, ctx, r, c, 2)
 	own, ownGot := localWaiter(t, ctx, c, name, 2)
 	unlock(t, ctx, first)
 	mustLock(t, mGot, "the first waiter")

@@ -102,8 +102,7 @@ func TestALapsedPlaceIsSkipped(t *testing.T) {
 	}
 	wc := openClient(t, url, locker.WithTTL(60*time.Second))
 	w := wc.NewMutex(name)
-	got := lockAsync(ctx, w)
-	awaitWaiters(t, ctx, wc, name, 2) // the ghost and the waiter
+	got := queued(t, ctx, w, wc, 2)   // the ghost and the waiter
 	awaitWaiters(t, ctx, wc, name, 1) // the ghost's place lapsed
 	released := time.Now()
 	if err := holder.Unlock(ctx); err != nil {
@@ -172,8 +171,7 @@ func TestAGrantLostWithThePubSubConnectionIsFound(t *testing.T) {
 	holder := locked(t, ctx, hc, name)
 	wc := openClient(t, url, locker.WithTTL(3*time.Second))
 	w := wc.NewMutex(name)
-	got := lockAsync(ctx, w)
-	awaitWaiters(t, ctx, wc, name, 1)
+	got := queued(t, ctx, w, wc, 1)
 	// The waiter's Driver's pub/sub connection: the only one here.
 	if _, err := srv.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub"); err != nil {
 		t.Fatal(err)
@@ -210,6 +208,15 @@ func locked(t *testing.T, ctx context.Context, c *locker.Client, name string) *l
 		t.Fatalf("Lock(%s): %v", name, err)
 	}
 	return m
+}
+
+// queued starts m's Lock (lockAsync) and returns its outcome's channel
+// once Redis, asked through c, has n owners in the queue of m's name.
+func queued(t *testing.T, ctx context.Context, m *locker.Mutex, c *locker.Client, n int) <-chan error {
+	t.Helper()
+	got := lockAsync(ctx, m)
+	awaitWaiters(t, ctx, c, m.Name(), n)
+	return got
 }
 
 // lockAsync starts m.Lock(ctx) and returns its outcome's channel.

@@ -48,8 +48,7 @@ func TestWaitReplicas(t *testing.T) {
 		holder := locked(t, ctx, openClient(t, url), name)
 		wc := openClient(t, url+query)
 		w := wc.NewMutex(name)
-		got := lockAsync(ctx, w)
-		awaitWaiters(t, ctx, wc, name, 1)
+		got := queued(t, ctx, w, wc, 1)
 		if err := holder.Unlock(ctx); err != nil {
 			t.Fatal(err)
 		}
