@@ -64,21 +64,10 @@ func TestKilledConnections(t *testing.T) {
 		}
 		ctx := drivertest.Context(t, 2*time.Minute) // several kills take longer than a minute
 		const ttl = time.Second
-		holder, err := locker.New(open(t, db.URL), locker.WithTTL(ttl))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer holder.Close()
-		other, err := locker.New(open(t, db.URL), locker.WithTTL(ttl))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer other.Close()
+		holder := client(t, open(t, db.URL), ttl)
+		other := client(t, open(t, db.URL), ttl)
 
-		m := holder.NewMutex("killed")
-		if err := m.Lock(ctx); err != nil {
-			t.Fatal(err)
-		}
+		m := locked(t, ctx, holder, "killed")
 		// A waiter in another driver, so that on PostgreSQL a LISTEN
 		// connection exists and is killed too.
 		waited := make(chan error, 1)
@@ -183,14 +172,8 @@ func TestClockIndependence(t *testing.T) {
 			t.Fatal(err)
 		}
 		const ttl = 600 * time.Millisecond
-		ce, _ := locker.New(de, locker.WithTTL(ttl))
-		defer ce.Close()
-		cw, _ := locker.New(dw, locker.WithTTL(ttl))
-		defer cw.Close()
-		a := ce.NewMutex("tz", locker.WithFixedLease())
-		if err := a.Lock(ctx); err != nil {
-			t.Fatal(err)
-		}
+		ce, cw := client(t, de, ttl), client(t, dw, ttl)
+		a := locked(t, ctx, ce, "tz", locker.WithFixedLease())
 		locked := time.Now()
 		b := cw.NewMutex("tz")
 		if ok, err := b.TryLock(ctx); ok || err != nil {
@@ -302,15 +285,8 @@ func TestABurstOfAcquisitionsLeavesRenewalsAConnection(t *testing.T) {
 		if strings.Contains(db.URL, "?") {
 			sep = "&"
 		}
-		c, err := locker.New(open(t, db.URL+sep+"max_conns=3", mysqllock.WithDialer(fn.Dial)), locker.WithTTL(time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		kept := c.NewMutex("kept")
-		if err := kept.Lock(ctx); err != nil {
-			t.Fatal(err)
-		}
+		c := client(t, open(t, db.URL+sep+"max_conns=3", mysqllock.WithDialer(fn.Dial)), time.Second)
+		kept := locked(t, ctx, c, "kept")
 		fn.SetDelay(20 * time.Millisecond)
 		end := time.Now().Add(3 * time.Second)
 		var taken atomic.Int64

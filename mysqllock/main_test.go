@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/golocker/locker"
+	"github.com/golocker/locker/backend"
 	"github.com/golocker/locker/internal/drivertest"
 	"github.com/golocker/locker/internal/testserver"
 	"github.com/golocker/locker/internal/testserver/sqlserver"
@@ -54,6 +56,28 @@ func newDatabase(t *testing.T, dialect string) *sqlserver.SQLDatabase {
 
 // serverDialects are the dialects with a database server (not SQLite).
 var serverDialects = []string{mysqllock.DialectMySQL, mysqllock.DialectPostgres}
+
+// client returns a Client on d with leases of ttl, closed when the test
+// ends.
+func client(t *testing.T, d backend.Driver, ttl time.Duration) *locker.Client {
+	t.Helper()
+	c, err := locker.New(d, locker.WithTTL(ttl))
+	if err != nil {
+		t.Fatalf("locker.New: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// locked returns a new handle of c on name, locked, or fails the test.
+func locked(t *testing.T, ctx context.Context, c *locker.Client, name string, opts ...locker.Option) *locker.Mutex {
+	t.Helper()
+	m := c.NewMutex(name, opts...)
+	if err := m.Lock(ctx); err != nil {
+		t.Fatalf("Lock(%s): %v", name, err)
+	}
+	return m
+}
 
 // eachDialect runs test as a parallel subtest per dialect, each with a
 // database of its own and a ctx that ends after a minute.
