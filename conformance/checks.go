@@ -1,5 +1,7 @@
 package conformance
 
+import "github.com/golocker/locker/backend"
+
 // Capability names used in reports and the feature matrix.
 const (
 	CapExclusion    = "exclusion"
@@ -56,39 +58,47 @@ func Checks() []CheckResult {
 
 // Skip conditions shared by checks.
 
-func needFencing(s *suite) string {
-	if !s.caps.Fencing {
-		return "the driver does not declare Fencing"
+// declared is the skip condition of a capability the driver must declare:
+// what names it, has reads it.
+func declared(what string, has func(backend.Capabilities) bool) func(*suite) string {
+	return func(s *suite) string {
+		if !has(s.caps) {
+			return "the driver does not declare " + what
+		}
+		return ""
 	}
-	return ""
 }
 
-func needExpiry(s *suite) string {
-	if !s.caps.Expiry {
-		return "the driver does not declare Expiry"
+// all is the skip condition of every one of conds: the first reason found.
+func all(conds ...func(*suite) string) func(*suite) string {
+	return func(s *suite) string {
+		for _, c := range conds {
+			if why := c(s); why != "" {
+				return why
+			}
+		}
+		return ""
 	}
-	return ""
 }
 
-// needCrash: expiry and a way to crash a client.
-func needCrash(s *suite) string {
-	if why := needExpiry(s); why != "" {
-		return why
-	}
-	if s.h.Crash == nil && s.caps.SessionLease {
-		return "the driver declares SessionLease and the harness has no Crash hook"
-	}
-	return ""
-}
+var (
+	needFencing = declared("Fencing", func(c backend.Capabilities) bool { return c.Fencing })
+	needExpiry  = declared("Expiry", func(c backend.Capabilities) bool { return c.Expiry })
+	needNotify  = declared("Notify", func(c backend.Capabilities) bool { return c.Notify })
+	needFIFO    = declared("FIFO", func(c backend.Capabilities) bool { return c.FIFO })
 
-// needCut: expiry, and a connection the suite can cut (a session's
-// traffic included, for a SessionLease driver).
-func needCut(s *suite) string {
-	if why := needExpiry(s); why != "" {
-		return why
-	}
-	return needFaults(s)
-}
+	// needCrash: expiry and a way to crash a client.
+	needCrash = all(needExpiry, func(s *suite) string {
+		if s.h.Crash == nil && s.caps.SessionLease {
+			return "the driver declares SessionLease and the harness has no Crash hook"
+		}
+		return ""
+	})
+
+	// needCut: expiry, and a connection the suite can cut (a session's
+	// traffic included, for a SessionLease driver).
+	needCut = all(needExpiry, needFaults)
+)
 
 // needFaults: a connection the suite can pause, delay and cut. Any driver
 // can be wrapped (FaultyDriver), but a SessionLease driver's session
@@ -103,20 +113,6 @@ func needFaults(s *suite) string {
 func needDrop(s *suite) string {
 	if s.h.Drop == nil && !s.ifs.Inspector {
 		return "the harness has no Drop hook and the driver cannot force-release (backend.Inspector)"
-	}
-	return ""
-}
-
-func needNotify(s *suite) string {
-	if !s.caps.Notify {
-		return "the driver does not declare Notify"
-	}
-	return ""
-}
-
-func needFIFO(s *suite) string {
-	if !s.caps.FIFO {
-		return "the driver does not declare FIFO"
 	}
 	return ""
 }

@@ -370,6 +370,20 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 	}
 }
 
+// start returns the check's ctx and the name of its lock: the set-up of
+// every check that needs one lock.
+func (s *suite) start(t *testing.T) (context.Context, string) {
+	return s.ctx(t), s.name(t, "l")
+}
+
+// locked returns a new Mutex of c on name, locked, or fails the check.
+func locked(t *testing.T, ctx context.Context, c *locker.Client, name string, opts ...locker.Option) *locker.Mutex {
+	t.Helper()
+	m := c.NewMutex(name, opts...)
+	mustLock(t, ctx, m)
+	return m
+}
+
 // mustLock locks m or fails the check.
 func mustLock(t *testing.T, ctx context.Context, m *locker.Mutex) {
 	t.Helper()

@@ -13,8 +13,7 @@ var expiryChecks = []check{
 		proves: []string{CapExpiry},
 		skip:   needCrash,
 		run: func(t *testing.T, s *suite) {
-			ctx := s.ctx(t)
-			name := s.name(t, "l")
+			ctx, name := s.start(t)
 			c, crash := s.crashable(t)
 			mustLock(t, ctx, c.NewMutex(name))
 			crash()
@@ -35,10 +34,8 @@ var expiryChecks = []check{
 		name:   "renewal/a_living_holder_keeps_its_lock_well_past_the_ttl",
 		proves: []string{CapRenewal, CapSessionLease},
 		run: func(t *testing.T, s *suite) {
-			ctx := s.ctx(t)
-			name := s.name(t, "l")
-			m := s.client(t).NewMutex(name)
-			mustLock(t, ctx, m)
+			ctx, name := s.start(t)
+			m := locked(t, ctx, s.client(t), name)
 			locked := time.Now()
 			other := s.client(t)
 			end := locked.Add(3*s.ttl + s.ttl/2)
@@ -68,23 +65,11 @@ var expiryChecks = []check{
 			return ""
 		},
 		run: func(t *testing.T, s *suite) {
-			ctx := s.ctx(t)
-			name := s.name(t, "l")
-			a := s.client(t).NewMutex(name, locker.WithFixedLease())
+			ctx, name := s.start(t)
 			start := time.Now()
-			mustLock(t, ctx, a)
-			b := s.client(t).NewMutex(name)
-			if ok, err := b.LockTimeout(ctx, 10*s.ttl+quick); !ok || err != nil {
-				t.Fatalf("LockTimeout after a fixed lease = %v, %v; want true", ok, err)
-			}
-			defer mustUnlock(t, ctx, b)
-			got := time.Since(start)
-			select {
-			case <-a.Lost():
-			default:
-				t.Fatalf("another owner got the lock %v after a fixed lease of %v began, and the old owner was not told", got, s.ttl)
-			}
-			if got < s.ttl/2 {
+			a := locked(t, ctx, s.client(t), name, locker.WithFixedLease())
+			s.takeOver(t, ctx, a, 10*s.ttl+quick, "the first owner's fixed lease runs out")
+			if got := time.Since(start); got < s.ttl/2 {
 				t.Errorf("a fixed lease of %v ended after only %v", s.ttl, got)
 			}
 		},
@@ -94,13 +79,8 @@ var expiryChecks = []check{
 		proves: []string{CapExpiry, CapRenewal},
 		skip:   needCut,
 		run: func(t *testing.T, s *suite) {
-			ctx := s.ctx(t)
-			name := s.name(t, "l")
-			c, f := s.faultyClient(t)
-			a := c.NewMutex(name)
-			mustLock(t, ctx, a)
-			f.Cut()
-			s.takeOver(t, ctx, a, 10*s.ttl+quick, "the owner is cut off")
+			ctx, name := s.start(t)
+			s.cutOff(t, ctx, name, 10*s.ttl+quick)
 		},
 	},
 }

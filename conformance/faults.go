@@ -39,6 +39,25 @@ func (s *suite) faultyClient(t *testing.T, opts ...locker.Option) (*locker.Clien
 	return c, f
 }
 
+// faultyHolder returns a Mutex on name, locked through a Client on a
+// faulty driver, and the controls of that driver's connection.
+func (s *suite) faultyHolder(t *testing.T, ctx context.Context, name string) (*locker.Mutex, Faults) {
+	t.Helper()
+	c, f := s.faultyClient(t)
+	return locked(t, ctx, c, name), f
+}
+
+// cutOff locks name through a faulty driver, cuts that driver off the
+// store, and has another owner take the lock over (takeOver, waiting up to
+// wait). It returns the cut-off holder and its connection's controls.
+func (s *suite) cutOff(t *testing.T, ctx context.Context, name string, wait time.Duration) (*locker.Mutex, Faults) {
+	t.Helper()
+	a, f := s.faultyHolder(t, ctx, name)
+	f.Cut()
+	s.takeOver(t, ctx, a, wait, "the holder is cut off")
+	return a, f
+}
+
 // crashable returns a Client and a function that crashes it: through the
 // harness's Crash hook when there is one, else by cutting it off.
 func (s *suite) crashable(t *testing.T, opts ...locker.Option) (*locker.Client, func()) {
@@ -114,11 +133,8 @@ var faultChecks = []check{
 		proves: []string{CapFaults, CapExpiry, CapFencing},
 		skip:   needCut,
 		run: func(t *testing.T, s *suite) {
-			ctx := s.ctx(t)
-			name := s.name(t, "l")
-			c, f := s.faultyClient(t)
-			a := c.NewMutex(name)
-			mustLock(t, ctx, a)
+			ctx, name := s.start(t)
+			a, f := s.faultyHolder(t, ctx, name)
 			tokA := a.Token()
 			f.Pause()
 			b := s.takeOver(t, ctx, a, s.pauseFor()+s.settle(), "the holder is paused")
@@ -134,13 +150,8 @@ var faultChecks = []check{
 		proves: []string{CapFaults, CapExpiry},
 		skip:   needCut,
 		run: func(t *testing.T, s *suite) {
-			ctx := s.ctx(t)
-			name := s.name(t, "l")
-			c, f := s.faultyClient(t)
-			a := c.NewMutex(name)
-			mustLock(t, ctx, a)
-			f.Cut()
-			s.takeOver(t, ctx, a, s.pauseFor()+s.settle(), "the holder is cut off")
+			ctx, name := s.start(t)
+			a, f := s.cutOff(t, ctx, name, s.pauseFor()+s.settle())
 			f.Restore()
 			if err := a.Unlock(ctx); !errors.Is(err, locker.ErrLost) {
 				t.Errorf("the reconnected holder's Unlock = %v, want ErrLost", err)
@@ -152,8 +163,7 @@ var faultChecks = []check{
 		proves: []string{CapFaults, CapCancellation},
 		skip:   needFaults,
 		run: func(t *testing.T, s *suite) {
-			ctx := s.ctx(t)
-			name := s.name(t, "l")
+			ctx, name := s.start(t)
 			// A long lease: a grant left behind would block the probe
 			// for far longer than the check waits.
 			c, f := s.faultyClient(t, locker.WithTTL(60*time.Second))
@@ -198,10 +208,8 @@ var faultChecks = []check{
 		proves: []string{CapFaults, CapFencing, CapExclusion},
 		skip:   needFaults,
 		run: func(t *testing.T, s *suite) {
-			ctx := s.ctx(t)
-			name := s.name(t, "l")
-			a := s.client(t).NewMutex(name)
-			mustLock(t, ctx, a)
+			ctx, name := s.start(t)
+			a := locked(t, ctx, s.client(t), name)
 			bc, f := s.faultyClient(t)
 			b := bc.NewMutex(name)
 			got := make(chan error, 1)
@@ -257,10 +265,8 @@ var faultChecks = []check{
 			return ""
 		},
 		run: func(t *testing.T, s *suite) {
-			ctx := s.ctx(t)
-			name := s.name(t, "l")
-			a := s.client(t).NewMutex(name)
-			mustLock(t, ctx, a)
+			ctx, name := s.start(t)
+			a := locked(t, ctx, s.client(t), name)
 			tokA := a.Token()
 			// Opened before the kill: a driver may check the store when
 			// it opens.

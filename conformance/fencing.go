@@ -1,7 +1,6 @@
 package conformance
 
 import (
-	"context"
 	"testing"
 
 	"github.com/golocker/locker"
@@ -19,8 +18,7 @@ var fencingChecks = []check{
 			var last uint64
 			for i := range 12 {
 				c := clients[i%2]
-				m := c.NewMutex(name)
-				mustLock(t, ctx, m)
+				m := locked(t, ctx, c, name)
 				tok := m.Token()
 				if tok <= last {
 					t.Errorf("holder %d got token %d, not above the previous %d", i, tok, last)
@@ -40,24 +38,11 @@ var fencingChecks = []check{
 	{
 		name:   "fencing/a_lost_holders_token_is_below_the_next_owners",
 		proves: []string{CapFencing},
-		skip: func(s *suite) string {
-			if why := needFencing(s); why != "" {
-				return why
-			}
-			return needStale(s)
-		},
+		skip:   all(needFencing, needStale),
 		run: func(t *testing.T, s *suite) {
-			ctx := s.ctx(t)
-			name := s.name(t, "l")
-			a := s.client(t).NewMutex(name, locker.WithFixedLease())
-			mustLock(t, ctx, a)
-			stale := a.Token()
-			s.makeStale(t, ctx, name, a.Lost())
-			b := s.client(t).NewMutex(name)
-			lctx, cancel := context.WithTimeout(ctx, 10*s.ttl+quick)
-			defer cancel()
-			mustLock(t, lctx, b)
-			defer mustUnlock(t, ctx, b)
+			ctx, name := s.start(t)
+			a, stale := s.staleHolder(t, ctx, name)
+			b := s.takeOver(t, ctx, a, 10*s.ttl+quick, "the first owner's hold is stale")
 			if b.Token() <= stale {
 				t.Errorf("the next owner's token %d is not above the lost holder's %d: a resource could not refuse the stale owner's writes", b.Token(), stale)
 			}

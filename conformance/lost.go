@@ -15,8 +15,7 @@ var lostChecks = []check{
 		proves: []string{CapLostSignal},
 		skip:   needDrop,
 		run: func(t *testing.T, s *suite) {
-			ctx := s.ctx(t)
-			name := s.name(t, "l")
+			ctx, name := s.start(t)
 			// With LostSignal the store's report must arrive long before
 			// the first renewal could notice; without it, the first
 			// renewal after the drop must.
@@ -55,8 +54,7 @@ var lostChecks = []check{
 		proves: []string{CapLostSignal},
 		skip:   needDrop,
 		run: func(t *testing.T, s *suite) {
-			ctx := s.ctx(t)
-			name := s.name(t, "l")
+			ctx, name := s.start(t)
 			m := s.client(t).NewMutex(name)
 			var cause error
 			err := locker.Do(ctx, m, func(ctx context.Context) error {

@@ -24,13 +24,11 @@ var notifyChecks = []check{
 		proves: []string{CapNotify},
 		skip:   needNotify,
 		run: func(t *testing.T, s *suite) {
-			ctx := s.ctx(t)
-			name := s.name(t, "l")
+			ctx, name := s.start(t)
 			ac, bc := s.client(t, locker.WithTTL(60*time.Second)), s.client(t, locker.WithTTL(60*time.Second))
 			var worst time.Duration
 			for round := range 5 {
-				a := ac.NewMutex(name)
-				mustLock(t, ctx, a)
+				a := locked(t, ctx, ac, name)
 				b := bc.NewMutex(name)
 				got := make(chan time.Time, 1)
 				go func() {
@@ -60,10 +58,8 @@ var notifyChecks = []check{
 		skip:   needFIFO,
 		run: func(t *testing.T, s *suite) {
 			const n = 5
-			ctx := s.ctx(t)
-			name := s.name(t, "l")
-			holder := s.client(t, locker.WithTTL(60*time.Second)).NewMutex(name)
-			mustLock(t, ctx, holder)
+			ctx, name := s.start(t)
+			holder := locked(t, ctx, s.client(t, locker.WithTTL(60*time.Second)), name)
 			order := make(chan int, n)
 			proceed := make([]chan struct{}, n)
 			waiters := make([]*locker.Mutex, n)

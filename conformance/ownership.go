@@ -17,8 +17,7 @@ var ownershipChecks = []check{
 		proves: []string{CapOwnership, CapExclusion},
 		run: func(t *testing.T, s *suite) {
 			const goroutines, rounds = 6, 15
-			ctx := s.ctx(t)
-			name := s.name(t, "l")
+			ctx, name := s.start(t)
 			m := s.client(t).NewMutex(name)
 			res := &resource{fencing: s.caps.Fencing}
 			var wg sync.WaitGroup
@@ -83,8 +82,7 @@ var ownershipChecks = []check{
 			name := s.name(t, "l")
 			other := s.client(t)
 			c := s.client(t)
-			m := c.NewMutex(name)
-			mustLock(t, ctx, m)
+			m := locked(t, ctx, c, name)
 			tok := m.Token()
 			mustLock(t, ctx, c.NewMutex(name)) // another handle of the name: the same lock
 			if ok, err := m.TryLock(ctx); !ok || err != nil {
@@ -121,8 +119,7 @@ var ownershipChecks = []check{
 		name:   "reentrancy/do_passes_its_hold_down_the_call_chain",
 		proves: []string{CapReentrancy, CapOwnership},
 		run: func(t *testing.T, s *suite) {
-			ctx := s.ctx(t)
-			name := s.name(t, "l")
+			ctx, name := s.start(t)
 			m := s.client(t).NewMutex(name)
 			other := s.client(t)
 			err := locker.Do(ctx, m, func(ctx context.Context) error {
@@ -155,8 +152,7 @@ var ownershipChecks = []check{
 		name:   "unlock/from_a_ctx_that_does_not_own_the_hold_is_ErrNotHeld",
 		proves: []string{CapOwnership, CapExclusion},
 		run: func(t *testing.T, s *suite) {
-			ctx := s.ctx(t)
-			name := s.name(t, "l")
+			ctx, name := s.start(t)
 			c := s.client(t)
 			other := s.client(t)
 			m := c.NewMutex(name)
@@ -186,8 +182,7 @@ var ownershipChecks = []check{
 			mustUnlock(t, context.Background(), m)
 
 			// A handle that holds nothing.
-			holder := other.NewMutex(name)
-			mustLock(t, ctx, holder)
+			holder := locked(t, ctx, other, name)
 			defer mustUnlock(t, ctx, holder)
 			if err := m.Unlock(ctx); !errors.Is(err, locker.ErrNotHeld) {
 				t.Errorf("Unlock of a lock held by another client = %v, want ErrNotHeld", err)
@@ -202,16 +197,9 @@ var ownershipChecks = []check{
 		proves: []string{CapExclusion, CapExpiry},
 		skip:   needStale,
 		run: func(t *testing.T, s *suite) {
-			ctx := s.ctx(t)
-			name := s.name(t, "l")
-			a := s.client(t).NewMutex(name, locker.WithFixedLease())
-			mustLock(t, ctx, a)
-			s.makeStale(t, ctx, name, a.Lost())
-			b := s.client(t).NewMutex(name)
-			if ok, err := b.LockTimeout(ctx, 10*s.ttl+quick); !ok || err != nil {
-				t.Fatalf("the next owner's LockTimeout = %v, %v; want true", ok, err)
-			}
-			defer mustUnlock(t, ctx, b)
+			ctx, name := s.start(t)
+			a, _ := s.staleHolder(t, ctx, name)
+			s.takeOver(t, ctx, a, 10*s.ttl+quick, "the first owner's hold is stale")
 			s.staleUnlock(t, ctx, a, "the stale owner")
 		},
 	},
@@ -244,8 +232,7 @@ var ownershipChecks = []check{
 // that the stale lease's Renew and Release are refused and free nothing.
 func staleOwners(t *testing.T, s *suite, da, db backend.Driver) {
 	t.Helper()
-	ctx := s.ctx(t)
-	name := s.name(t, "l")
+	ctx, name := s.start(t)
 	la, err := da.Acquire(ctx, backend.Request{Name: name, Owner: s.id + "-a", TTL: s.ttl})
 	if err != nil {
 		t.Fatalf("Acquire: %v", err)
@@ -300,6 +287,17 @@ func needStale(s *suite) string {
 		return ""
 	}
 	return needDrop(s)
+}
+
+// staleHolder locks name with a fixed lease and ends that hold behind its
+// owner's back (makeStale). It returns the stale holder and the token it
+// held.
+func (s *suite) staleHolder(t *testing.T, ctx context.Context, name string) (*locker.Mutex, uint64) {
+	t.Helper()
+	a := locked(t, ctx, s.client(t), name, locker.WithFixedLease())
+	tok := a.Token()
+	s.makeStale(t, ctx, name, a.Lost())
+	return a, tok
 }
 
 // makeStale ends the hold on name behind its owner's back: by letting its

@@ -15,17 +15,22 @@ import (
 // loaded CI machine talking to a remote store, far below the leases used.
 const quick = 3 * time.Second
 
+// heldElsewhere returns the check's ctx and lock name, the lock held
+// through one Client until the check ends, and a Mutex of it on another.
+func (s *suite) heldElsewhere(t *testing.T) (context.Context, string, *locker.Mutex) {
+	t.Helper()
+	ctx, name := s.start(t)
+	a := locked(t, ctx, s.client(t), name)
+	t.Cleanup(func() { mustUnlock(t, ctx, a) })
+	return ctx, name, s.client(t).NewMutex(name)
+}
+
 var waitingChecks = []check{
 	{
 		name:   "trylock/returns_at_once_when_held_elsewhere",
 		proves: []string{CapExclusion},
 		run: func(t *testing.T, s *suite) {
-			ctx := s.ctx(t)
-			name := s.name(t, "l")
-			a := s.client(t).NewMutex(name)
-			mustLock(t, ctx, a)
-			defer mustUnlock(t, ctx, a)
-			b := s.client(t).NewMutex(name)
+			ctx, name, b := s.heldElsewhere(t)
 			within(t, quick, "TryLock on a lock held elsewhere", func() {
 				ok, err := b.TryLock(ctx)
 				if err != nil || ok {
@@ -46,12 +51,7 @@ var waitingChecks = []check{
 		name:   "locktimeout/gives_up_after_about_its_timeout",
 		proves: []string{CapExclusion},
 		run: func(t *testing.T, s *suite) {
-			ctx := s.ctx(t)
-			name := s.name(t, "l")
-			a := s.client(t).NewMutex(name)
-			mustLock(t, ctx, a)
-			defer mustUnlock(t, ctx, a)
-			b := s.client(t).NewMutex(name)
+			ctx, _, b := s.heldElsewhere(t)
 			const wait = 300 * time.Millisecond
 			within(t, wait+quick, "LockTimeout", func() {
 				start := time.Now()
@@ -70,10 +70,8 @@ var waitingChecks = []check{
 		name:   "locktimeout/gets_a_lock_released_within_the_timeout",
 		proves: []string{CapExclusion},
 		run: func(t *testing.T, s *suite) {
-			ctx := s.ctx(t)
-			name := s.name(t, "l")
-			a := s.client(t).NewMutex(name)
-			mustLock(t, ctx, a)
+			ctx, name := s.start(t)
+			a := locked(t, ctx, s.client(t), name)
 			time.AfterFunc(100*time.Millisecond, func() { _ = a.Unlock(ctx) })
 			b := s.client(t).NewMutex(name)
 			ok, err := b.LockTimeout(ctx, 20*time.Second)
@@ -87,10 +85,8 @@ var waitingChecks = []check{
 		name:   "lock/returns_the_ctx_error_and_leaves_nothing_behind",
 		proves: []string{CapCancellation},
 		run: func(t *testing.T, s *suite) {
-			ctx := s.ctx(t)
-			name := s.name(t, "l")
-			a := s.client(t).NewMutex(name)
-			mustLock(t, ctx, a)
+			ctx, name := s.start(t)
+			a := locked(t, ctx, s.client(t), name)
 			bc := s.client(t)
 			for _, cause := range []error{context.Canceled, context.DeadlineExceeded} {
 				cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
@@ -118,13 +114,11 @@ var waitingChecks = []check{
 		name:   "lock/an_abandoned_wait_leaves_nothing_in_the_store_or_the_process",
 		proves: []string{CapCancellation},
 		run: func(t *testing.T, s *suite) {
-			ctx := s.ctx(t)
-			name := s.name(t, "l")
+			ctx, name := s.start(t)
 			probe := s.client(t)
 			s.openProbe(t)
 			ac := s.client(t)
-			a := ac.NewMutex(name)
-			mustLock(t, ctx, a)
+			a := locked(t, ctx, ac, name)
 			bc := s.client(t)
 			// Warm the waiting client up, so that what it keeps for its
 			// life (connections, a subscription that its first wait
@@ -169,10 +163,8 @@ var waitingChecks = []check{
 		name:   "lock/without_a_deadline_waits_as_long_as_the_holder_holds",
 		proves: []string{CapExclusion, CapRenewal},
 		run: func(t *testing.T, s *suite) {
-			ctx := s.ctx(t)
-			name := s.name(t, "l")
-			a := s.client(t).NewMutex(name)
-			mustLock(t, ctx, a)
+			ctx, name := s.start(t)
+			a := locked(t, ctx, s.client(t), name)
 			// No deadline: only a cancel, for the check's own end.
 			wctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
@@ -198,8 +190,7 @@ var waitingChecks = []check{
 		name:   "lock/short_deadlines_racing_the_request_leave_the_lock_free",
 		proves: []string{CapCancellation},
 		run: func(t *testing.T, s *suite) {
-			ctx := s.ctx(t)
-			name := s.name(t, "l")
+			ctx, name := s.start(t)
 			c := s.client(t, locker.WithTTL(60*time.Second))
 			probe := s.client(t)
 			// Deadlines from nothing to a few round trips: some end
@@ -226,8 +217,7 @@ var waitingChecks = []check{
 		name:   "lock/with_an_ended_ctx_holds_nothing",
 		proves: []string{CapCancellation},
 		run: func(t *testing.T, s *suite) {
-			ctx := s.ctx(t)
-			name := s.name(t, "l")
+			ctx, name := s.start(t)
 			done, cancel := context.WithCancel(ctx)
 			cancel()
 			m := s.client(t).NewMutex(name)
@@ -249,12 +239,10 @@ var waitingChecks = []check{
 		name:   "lock/cancellation_racing_a_grant_leaks_nothing",
 		proves: []string{CapCancellation},
 		run: func(t *testing.T, s *suite) {
-			ctx := s.ctx(t)
-			name := s.name(t, "l")
+			ctx, name := s.start(t)
 			ac, bc, probe := s.client(t), s.client(t), s.client(t)
 			for i := range 25 {
-				a := ac.NewMutex(name)
-				mustLock(t, ctx, a)
+				a := locked(t, ctx, ac, name)
 				b := bc.NewMutex(name)
 				bctx, cancel := context.WithCancel(ctx)
 				got := make(chan error, 1)

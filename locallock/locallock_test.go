@@ -53,15 +53,8 @@ func TestStoreFreesIdleNames(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	expiring := mustAcquire(t, ctx, d, "expiring", 20*time.Millisecond)
-	select {
-	case <-expiring.Lost().C():
-	case <-time.After(5 * time.Second):
-		t.Fatal("an unrenewed lease did not expire")
-	}
-	if n := s.Len(); n != 0 {
-		t.Errorf("Len after every holder released and every waiter gave up = %d, want 0", n)
-	}
+	awaitExpiry(t, mustAcquire(t, ctx, d, "expiring", 20*time.Millisecond))
+	storeEmpty(t, s, "after every holder released and every waiter gave up")
 }
 
 // A waiter whose ctx ends while the lock is being handed to it must pass the
@@ -123,20 +116,14 @@ func TestCancelledWaiterGrantedHandsTheLockOn(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the next waiter was not granted the lock")
 	}
-	if n := s.Len(); n != 0 {
-		t.Errorf("Len = %d after the race, want 0", n)
-	}
+	storeEmpty(t, s, "after the race")
 }
 
 func TestExpiredLease(t *testing.T) {
 	ctx := testCtx(t)
 	d := New(nil)
 	l := mustAcquire(t, ctx, d, "expired", 20*time.Millisecond)
-	select {
-	case <-l.Lost().C():
-	case <-time.After(5 * time.Second):
-		t.Fatal("Lost did not close when the lease expired")
-	}
+	awaitExpiry(t, l)
 	if err := l.Renew(ctx, ttl); !errors.Is(err, backend.ErrLost) {
 		t.Errorf("Renew after expiry = %v, want ErrLost", err)
 	}
@@ -208,9 +195,7 @@ func TestClosedDriver(t *testing.T) {
 	if err := holder.Release(ctx); err != nil {
 		t.Errorf("the holder on another Driver: Release = %v", err)
 	}
-	if n := s.Len(); n != 0 {
-		t.Errorf("Len = %d, want 0", n)
-	}
+	storeEmpty(t, s, "after the Driver closed and the other released")
 }
 
 func TestMemURLs(t *testing.T) {
@@ -274,6 +259,25 @@ func mustAcquire(t *testing.T, ctx context.Context, d *Driver, name string, ttl 
 		t.Fatalf("Acquire(%s): %v", name, err)
 	}
 	return l
+}
+
+// awaitExpiry waits for the short lease l, never renewed, to expire: its
+// Lost closes.
+func awaitExpiry(t *testing.T, l backend.Lease) {
+	t.Helper()
+	select {
+	case <-l.Lost().C():
+	case <-time.After(5 * time.Second):
+		t.Fatal("Lost did not close when the lease expired")
+	}
+}
+
+// storeEmpty fails the test unless s keeps no state for any name.
+func storeEmpty(t *testing.T, s *Store, when string) {
+	t.Helper()
+	if n := s.Len(); n != 0 {
+		t.Errorf("Len %s = %d, want 0", when, n)
+	}
 }
 
 func awaitWaiters(t *testing.T, ctx context.Context, d *Driver, name string, n int) {

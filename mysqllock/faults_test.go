@@ -19,6 +19,7 @@ import (
 	"github.com/golocker/locker"
 	"github.com/golocker/locker/conformance"
 	"github.com/golocker/locker/internal/drivertest"
+	"github.com/golocker/locker/internal/testserver/sqlserver"
 	"github.com/golocker/locker/mysqllock"
 )
 
@@ -56,78 +57,63 @@ func killConnections(t *testing.T, admin *gorm.DB, dialect, database string) int
 // its hold: renewals reconnect, so the hold is neither broken nor leaked,
 // nobody else gets the lock meanwhile, and Unlock works.
 func TestKilledConnections(t *testing.T) {
-	for _, dialect := range []string{mysqllock.DialectMySQL, mysqllock.DialectPostgres} {
-		t.Run(dialect, func(t *testing.T) {
-			t.Parallel()
-			db := newDatabase(t, dialect)
-			admin, _ := openGORM(t, db, "")
-			if sqlDB, err := admin.DB(); err == nil {
-				sqlDB.SetMaxOpenConns(1)
-			}
-			ctx := drivertest.Context(t, 2*time.Minute)
-			const ttl = time.Second
-			holder, err := locker.New(open(t, db.URL), locker.WithTTL(ttl))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer holder.Close()
-			other, err := locker.New(open(t, db.URL), locker.WithTTL(ttl))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer other.Close()
+	forDialects(t, serverDialects, func(t *testing.T, db *sqlserver.SQLDatabase, _ context.Context) {
+		admin, _ := openGORM(t, db, "")
+		if sqlDB, err := admin.DB(); err == nil {
+			sqlDB.SetMaxOpenConns(1)
+		}
+		ctx := drivertest.Context(t, 2*time.Minute) // several kills take longer than a minute
+		const ttl = time.Second
+		holder := client(t, open(t, db.URL), ttl)
+		other := client(t, open(t, db.URL), ttl)
 
-			m := holder.NewMutex("killed")
-			if err := m.Lock(ctx); err != nil {
-				t.Fatal(err)
+		m := locked(t, ctx, holder, "killed")
+		// A waiter in another driver, so that on PostgreSQL a LISTEN
+		// connection exists and is killed too.
+		waited := make(chan error, 1)
+		go func() {
+			w := other.NewMutex("killed")
+			err := w.Lock(ctx)
+			// A kill that cuts the waiter's own statement leaves its
+			// outcome unknown: the driver releases by owner and
+			// returns the error, and the caller locks again
+			// (docs/drivers/sql.md).
+			for tries := 1; tries < 5 && errors.Is(err, mysqldriver.ErrInvalidConn); tries++ {
+				t.Logf("the waiter's statement was cut (%v): locking again", err)
+				err = w.Lock(ctx)
 			}
-			// A waiter in another driver, so that on PostgreSQL a LISTEN
-			// connection exists and is killed too.
-			waited := make(chan error, 1)
-			go func() {
-				w := other.NewMutex("killed")
-				err := w.Lock(ctx)
-				// A kill that cuts the waiter's own statement leaves its
-				// outcome unknown: the driver releases by owner and
-				// returns the error, and the caller locks again
-				// (docs/drivers/sql.md).
-				for tries := 1; tries < 5 && errors.Is(err, mysqldriver.ErrInvalidConn); tries++ {
-					t.Logf("the waiter's statement was cut (%v): locking again", err)
-					err = w.Lock(ctx)
-				}
-				if err == nil {
-					err = w.Unlock(ctx)
-				}
-				waited <- err
-			}()
-			probe := other.NewMutex("killed")
-			end := time.Now().Add(4 * ttl)
-			kills := 0
-			for time.Now().Before(end) {
-				kills += killConnections(t, admin, dialect, db.Name)
-				if ok, err := probe.TryLock(ctx); ok || err != nil {
-					t.Fatalf("TryLock by another client during the hold = %v, %v", ok, err)
-				}
-				select {
-				case <-m.Lost():
-					t.Fatal("the hold was lost after its connections were killed")
-				case <-time.After(ttl / 4):
-				}
+			if err == nil {
+				err = w.Unlock(ctx)
 			}
-			t.Logf("killed %d sessions over %v", kills, 4*ttl)
-			if err := m.Unlock(ctx); err != nil {
-				t.Fatalf("Unlock after the kills: %v", err)
+			waited <- err
+		}()
+		probe := other.NewMutex("killed")
+		end := time.Now().Add(4 * ttl)
+		kills := 0
+		for time.Now().Before(end) {
+			kills += killConnections(t, admin, db.Dialect, db.Name)
+			if ok, err := probe.TryLock(ctx); ok || err != nil {
+				t.Fatalf("TryLock by another client during the hold = %v, %v", ok, err)
 			}
 			select {
-			case err := <-waited:
-				if err != nil {
-					t.Fatalf("the waiter: %v", err)
-				}
-			case <-time.After(30 * time.Second):
-				t.Fatal("the waiter did not get the lock after Unlock")
+			case <-m.Lost():
+				t.Fatal("the hold was lost after its connections were killed")
+			case <-time.After(ttl / 4):
 			}
-		})
-	}
+		}
+		t.Logf("killed %d sessions over %v", kills, 4*ttl)
+		if err := m.Unlock(ctx); err != nil {
+			t.Fatalf("Unlock after the kills: %v", err)
+		}
+		select {
+		case err := <-waited:
+			if err != nil {
+				t.Fatalf("the waiter: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("the waiter did not get the lock after Unlock")
+		}
+	})
 }
 
 // TestClockIndependence proves that no client time reaches the database:
@@ -137,94 +123,83 @@ func TestKilledConnections(t *testing.T) {
 // sessions use time zones 26 hours apart then exclude each other and see
 // the same expiry.
 func TestClockIndependence(t *testing.T) {
-	for _, dialect := range dialects {
-		t.Run(dialect, func(t *testing.T) {
-			t.Parallel()
-			db := newDatabase(t, dialect)
-			ctx := drivertest.Context(t, time.Minute)
-			// One session per client, each in its own time zone, 25
-			// hours apart (SQLite has no session time zone).
-			east, _ := openGORM(t, db, "")
-			west, _ := openGORM(t, db, "")
-			zones := map[string][2]string{
-				mysqllock.DialectMySQL:    {"SET time_zone = '+13:00'", "SET time_zone = '-12:00'"},
-				mysqllock.DialectPostgres: {"SET TIME ZONE 'Pacific/Kiritimati'", "SET TIME ZONE 'Etc/GMT+12'"},
-			}[dialect]
-			for i, g := range []*gorm.DB{east, west} {
-				sqlDB, _ := g.DB()
-				sqlDB.SetMaxOpenConns(1)
-				if zones[i] != "" {
-					if err := g.Exec(zones[i]).Error; err != nil {
-						t.Fatalf("%s: %v", zones[i], err)
+	eachDialect(t, func(t *testing.T, db *sqlserver.SQLDatabase, ctx context.Context) {
+		// One session per client, each in its own time zone, 25
+		// hours apart (SQLite has no session time zone).
+		east, _ := openGORM(t, db, "")
+		west, _ := openGORM(t, db, "")
+		zones := map[string][2]string{
+			mysqllock.DialectMySQL:    {"SET time_zone = '+13:00'", "SET time_zone = '-12:00'"},
+			mysqllock.DialectPostgres: {"SET TIME ZONE 'Pacific/Kiritimati'", "SET TIME ZONE 'Etc/GMT+12'"},
+		}[db.Dialect]
+		for i, g := range []*gorm.DB{east, west} {
+			sqlDB, _ := g.DB()
+			sqlDB.SetMaxOpenConns(1)
+			if zones[i] != "" {
+				if err := g.Exec(zones[i]).Error; err != nil {
+					t.Fatalf("%s: %v", zones[i], err)
+				}
+			}
+		}
+		var bad []string
+		check := func(tx *gorm.DB) {
+			for _, v := range tx.Statement.Vars {
+				switch v := v.(type) {
+				case string:
+				case int64:
+					if v > int64(time.Hour/time.Microsecond) {
+						bad = append(bad, fmt.Sprintf("%d in %s", v, tx.Statement.SQL.String()))
 					}
+				default:
+					bad = append(bad, fmt.Sprintf("%T %v in %s", v, v, tx.Statement.SQL.String()))
 				}
 			}
-			var bad []string
-			check := func(tx *gorm.DB) {
-				for _, v := range tx.Statement.Vars {
-					switch v := v.(type) {
-					case string:
-					case int64:
-						if v > int64(time.Hour/time.Microsecond) {
-							bad = append(bad, fmt.Sprintf("%d in %s", v, tx.Statement.SQL.String()))
-						}
-					default:
-						bad = append(bad, fmt.Sprintf("%T %v in %s", v, v, tx.Statement.SQL.String()))
-					}
-				}
-			}
-			for _, g := range []*gorm.DB{east, west} {
-				if err := g.Callback().Raw().Before("gorm:raw").Register("test:vars", check); err != nil {
-					t.Fatal(err)
-				}
-				if err := g.Callback().Row().Before("gorm:row").Register("test:vars", check); err != nil {
-					t.Fatal(err)
-				}
-			}
-			de, err := mysqllock.New(east)
-			if err != nil {
+		}
+		for _, g := range []*gorm.DB{east, west} {
+			if err := g.Callback().Raw().Before("gorm:raw").Register("test:vars", check); err != nil {
 				t.Fatal(err)
 			}
-			dw, err := mysqllock.New(west)
-			if err != nil {
+			if err := g.Callback().Row().Before("gorm:row").Register("test:vars", check); err != nil {
 				t.Fatal(err)
 			}
-			const ttl = 600 * time.Millisecond
-			ce, _ := locker.New(de, locker.WithTTL(ttl))
-			defer ce.Close()
-			cw, _ := locker.New(dw, locker.WithTTL(ttl))
-			defer cw.Close()
-			a := ce.NewMutex("tz", locker.WithFixedLease())
-			if err := a.Lock(ctx); err != nil {
-				t.Fatal(err)
-			}
-			locked := time.Now()
-			b := cw.NewMutex("tz")
-			if ok, err := b.TryLock(ctx); ok || err != nil {
-				t.Fatalf("TryLock from the other time zone = %v, %v; want false", ok, err)
-			}
-			holds, err := cw.Holds(ctx, "tz")
-			if err != nil || len(holds) != 1 {
-				t.Fatalf("Holds = %v, %v", holds, err)
-			}
-			if d := time.Until(holds[0].Expires); d <= 0 || d > ttl+time.Second {
-				t.Errorf("the other time zone sees the lease end in %v, want within (0, %v]", d, ttl)
-			}
-			if ok, err := b.LockTimeout(ctx, 10*time.Second); !ok || err != nil {
-				t.Fatalf("LockTimeout after the fixed lease = %v, %v", ok, err)
-			}
-			if got := time.Since(locked); got < ttl/2 || got > ttl+5*time.Second {
-				t.Errorf("the lease of %v ended for the other time zone after %v", ttl, got)
-			}
-			if err := b.Unlock(ctx); err != nil {
-				t.Fatal(err)
-			}
-			_ = a.Unlock(context.Background())
-			if len(bad) > 0 {
-				t.Errorf("statements carried values that are not names, owners or lease lengths: %v", bad)
-			}
-		})
-	}
+		}
+		de, err := mysqllock.New(east)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dw, err := mysqllock.New(west)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const ttl = 600 * time.Millisecond
+		ce, cw := client(t, de, ttl), client(t, dw, ttl)
+		a := locked(t, ctx, ce, "tz", locker.WithFixedLease())
+		locked := time.Now()
+		b := cw.NewMutex("tz")
+		if ok, err := b.TryLock(ctx); ok || err != nil {
+			t.Fatalf("TryLock from the other time zone = %v, %v; want false", ok, err)
+		}
+		holds, err := cw.Holds(ctx, "tz")
+		if err != nil || len(holds) != 1 {
+			t.Fatalf("Holds = %v, %v", holds, err)
+		}
+		if d := time.Until(holds[0].Expires); d <= 0 || d > ttl+time.Second {
+			t.Errorf("the other time zone sees the lease end in %v, want within (0, %v]", d, ttl)
+		}
+		if ok, err := b.LockTimeout(ctx, 10*time.Second); !ok || err != nil {
+			t.Fatalf("LockTimeout after the fixed lease = %v, %v", ok, err)
+		}
+		if got := time.Since(locked); got < ttl/2 || got > ttl+5*time.Second {
+			t.Errorf("the lease of %v ended for the other time zone after %v", ttl, got)
+		}
+		if err := b.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		_ = a.Unlock(context.Background())
+		if len(bad) > 0 {
+			t.Errorf("statements carried values that are not names, owners or lease lengths: %v", bad)
+		}
+	})
 }
 
 // TestDriverLogsGoToTheClientsLogger kills the pooled connections of a
@@ -304,62 +279,50 @@ func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 // rest (slots.go), so the watchdog's renewals keep the hold; without the
 // reserve, a renewal waited behind the acquisitions past its lease.
 func TestABurstOfAcquisitionsLeavesRenewalsAConnection(t *testing.T) {
-	for _, dialect := range []string{mysqllock.DialectMySQL, mysqllock.DialectPostgres} {
-		t.Run(dialect, func(t *testing.T) {
-			t.Parallel()
-			db := newDatabase(t, dialect)
-			ctx := drivertest.Context(t, time.Minute)
-			fn := conformance.NewFaultNet()
-			sep := "?"
-			if strings.Contains(db.URL, "?") {
-				sep = "&"
-			}
-			c, err := locker.New(open(t, db.URL+sep+"max_conns=3", mysqllock.WithDialer(fn.Dial)), locker.WithTTL(time.Second))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			kept := c.NewMutex("kept")
-			if err := kept.Lock(ctx); err != nil {
-				t.Fatal(err)
-			}
-			fn.SetDelay(20 * time.Millisecond)
-			end := time.Now().Add(3 * time.Second)
-			var taken atomic.Int64
-			var wg sync.WaitGroup
-			for i := range 48 {
-				m := c.NewMutex(fmt.Sprint("burst/", i))
-				wg.Go(func() {
-					for time.Now().Before(end) && ctx.Err() == nil {
-						ok, err := m.TryLock(ctx)
-						if err != nil {
-							t.Errorf("TryLock: %v", err)
+	forDialects(t, serverDialects, func(t *testing.T, db *sqlserver.SQLDatabase, ctx context.Context) {
+		fn := conformance.NewFaultNet()
+		sep := "?"
+		if strings.Contains(db.URL, "?") {
+			sep = "&"
+		}
+		c := client(t, open(t, db.URL+sep+"max_conns=3", mysqllock.WithDialer(fn.Dial)), time.Second)
+		kept := locked(t, ctx, c, "kept")
+		fn.SetDelay(20 * time.Millisecond)
+		end := time.Now().Add(3 * time.Second)
+		var taken atomic.Int64
+		var wg sync.WaitGroup
+		for i := range 48 {
+			m := c.NewMutex(fmt.Sprint("burst/", i))
+			wg.Go(func() {
+				for time.Now().Before(end) && ctx.Err() == nil {
+					ok, err := m.TryLock(ctx)
+					if err != nil {
+						t.Errorf("TryLock: %v", err)
+						return
+					}
+					if ok {
+						taken.Add(1)
+						if err := m.Unlock(ctx); err != nil {
+							t.Errorf("Unlock: %v", err)
 							return
 						}
-						if ok {
-							taken.Add(1)
-							if err := m.Unlock(ctx); err != nil {
-								t.Errorf("Unlock: %v", err)
-								return
-							}
-						}
 					}
-				})
-			}
-			wg.Wait()
-			fn.SetDelay(0)
-			select {
-			case <-kept.Lost():
-				t.Fatalf("the hold was lost during the burst (%d acquisitions): %v", taken.Load(), kept.Err())
-			default:
-			}
-			if err := kept.Unlock(ctx); err != nil {
-				t.Fatalf("Unlock of the kept hold after the burst (%d acquisitions): %v", taken.Load(), err)
-			}
-			if taken.Load() == 0 {
-				t.Fatal("no acquisition during the burst")
-			}
-			t.Logf("%d acquisitions in the burst; the hold was kept", taken.Load())
-		})
-	}
+				}
+			})
+		}
+		wg.Wait()
+		fn.SetDelay(0)
+		select {
+		case <-kept.Lost():
+			t.Fatalf("the hold was lost during the burst (%d acquisitions): %v", taken.Load(), kept.Err())
+		default:
+		}
+		if err := kept.Unlock(ctx); err != nil {
+			t.Fatalf("Unlock of the kept hold after the burst (%d acquisitions): %v", taken.Load(), err)
+		}
+		if taken.Load() == 0 {
+			t.Fatal("no acquisition during the burst")
+		}
+		t.Logf("%d acquisitions in the burst; the hold was kept", taken.Load())
+	})
 }

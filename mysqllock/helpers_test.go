@@ -18,6 +18,13 @@ import (
 	"github.com/golocker/locker/mysqllock"
 )
 
+// gormDialect is GORM's opener of each dialect's DSN.
+var gormDialect = map[string]func(dsn string) gorm.Dialector{
+	mysqllock.DialectMySQL:    mysql.Open,
+	mysqllock.DialectPostgres: postgres.Open,
+	mysqllock.DialectSQLite:   sqlite.Open,
+}
+
 // openGORM opens db with GORM as an application would, with a logger
 // that records every statement and error.
 func openGORM(t *testing.T, db *sqlserver.SQLDatabase, dsn string) (*gorm.DB, *recorder) {
@@ -25,17 +32,8 @@ func openGORM(t *testing.T, db *sqlserver.SQLDatabase, dsn string) (*gorm.DB, *r
 	if dsn == "" {
 		dsn = db.DSN
 	}
-	var dial gorm.Dialector
-	switch db.Dialect {
-	case mysqllock.DialectMySQL:
-		dial = mysql.Open(dsn)
-	case mysqllock.DialectPostgres:
-		dial = postgres.Open(dsn)
-	default:
-		dial = sqlite.Open(dsn)
-	}
 	rec := &recorder{}
-	gdb, err := gorm.Open(dial, &gorm.Config{Logger: rec})
+	gdb, err := gorm.Open(gormDialect[db.Dialect](dsn), &gorm.Config{Logger: rec})
 	if err != nil {
 		t.Fatalf("gorm.Open: %v", err)
 	}

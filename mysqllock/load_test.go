@@ -36,9 +36,7 @@ func TestQueriesUnderContention(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				c, _ := locker.New(d, locker.WithTTL(10*time.Second))
-				t.Cleanup(func() { _ = c.Close() })
-				return c
+				return client(t, d, 10*time.Second)
 			}
 			l := drivertest.MeasureLoad(t, ctx, 8, newClient, stmts.Load)
 			t.Logf("%s: %s", dialect, l.Summary("statements"))

@@ -148,31 +148,33 @@ func NewObserver(opts ...Option) (locker.Observer, error) {
 		o.label = func(name string) string { return name }
 	}
 	m := cfg.mp.Meter(ScopeName)
-	var err, e error
-	o.acquireDur, e = m.Float64Histogram("golocker.lock.acquire.duration", metric.WithUnit("s"),
-		metric.WithDescription("Time from the call of Lock, TryLock or LockTimeout to its outcome (re-entries aside)."),
-		metric.WithExplicitBucketBoundaries(waitBuckets...))
-	err = errors.Join(err, e)
-	o.holdDur, e = m.Float64Histogram("golocker.lock.hold.duration", metric.WithUnit("s"),
-		metric.WithDescription("How long holds lasted, from the acquisition to the release or loss."),
-		metric.WithExplicitBucketBoundaries(holdBuckets...))
-	err = errors.Join(err, e)
-	o.active, e = m.Int64ObservableUpDownCounter("golocker.lock.holds.active", metric.WithUnit("{hold}"),
-		metric.WithDescription("Holds of this process now."))
-	err = errors.Join(err, e)
-	o.waiters, e = m.Int64ObservableUpDownCounter("golocker.lock.waiters", metric.WithUnit("{acquisition}"),
-		metric.WithDescription("Acquisitions in progress now (re-entries aside)."))
-	err = errors.Join(err, e)
-	o.renewals, e = m.Int64Counter("golocker.lock.renewals", metric.WithUnit("{renewal}"),
-		metric.WithDescription("Lease renewals by the watchdog, by outcome."))
-	err = errors.Join(err, e)
-	o.renewalDur, e = m.Float64Histogram("golocker.lock.renewal.duration", metric.WithUnit("s"),
-		metric.WithDescription("Time the store took to answer a renewal."),
-		metric.WithExplicitBucketBoundaries(renewalBuckets...))
-	err = errors.Join(err, e)
-	o.lost, e = m.Int64Counter("golocker.lock.lost", metric.WithUnit("{hold}"),
-		metric.WithDescription("Holds that ended other than by their last Unlock, by reason."))
-	err = errors.Join(err, e)
+	// Each instrument in one call; the errors of all are returned together.
+	var err error
+	histogram := func(name, desc string, buckets []float64) metric.Float64Histogram {
+		h, e := m.Float64Histogram(name, metric.WithUnit("s"), metric.WithDescription(desc),
+			metric.WithExplicitBucketBoundaries(buckets...))
+		err = errors.Join(err, e)
+		return h
+	}
+	counter := func(name, unit, desc string) metric.Int64Counter {
+		c, e := m.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		err = errors.Join(err, e)
+		return c
+	}
+	upDown := func(name, unit, desc string) metric.Int64ObservableUpDownCounter {
+		c, e := m.Int64ObservableUpDownCounter(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		err = errors.Join(err, e)
+		return c
+	}
+	o.acquireDur = histogram("golocker.lock.acquire.duration",
+		"Time from the call of Lock, TryLock or LockTimeout to its outcome (re-entries aside).", waitBuckets)
+	o.holdDur = histogram("golocker.lock.hold.duration",
+		"How long holds lasted, from the acquisition to the release or loss.", holdBuckets)
+	o.active = upDown("golocker.lock.holds.active", "{hold}", "Holds of this process now.")
+	o.waiters = upDown("golocker.lock.waiters", "{acquisition}", "Acquisitions in progress now (re-entries aside).")
+	o.renewals = counter("golocker.lock.renewals", "{renewal}", "Lease renewals by the watchdog, by outcome.")
+	o.renewalDur = histogram("golocker.lock.renewal.duration", "Time the store took to answer a renewal.", renewalBuckets)
+	o.lost = counter("golocker.lock.lost", "{hold}", "Holds that ended other than by their last Unlock, by reason.")
 	if err == nil {
 		_, err = m.RegisterCallback(o.observe, o.active, o.waiters)
 	}

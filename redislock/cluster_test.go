@@ -28,10 +28,7 @@ func TestClusterSlotMigration(t *testing.T) {
 	const ttl = time.Second
 	a := openClient(t, url, locker.WithTTL(ttl))
 	name := "migrate/" + t.Name()
-	ma := a.NewMutex(name)
-	if err := ma.Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
+	ma := locked(t, ctx, a, name)
 	tokA := ma.Token()
 
 	p, stop := probe(ctx, openClient(t, url, locker.WithTTL(ttl)).NewMutex(name), ma)

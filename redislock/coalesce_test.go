@@ -68,33 +68,7 @@ func TestAcquisitionsSharePipelines(t *testing.T) {
 // feature matrix: it is the "redis" column's driver.
 func TestConformancePipelined(t *testing.T) {
 	srv := standalone.Get(t)
-	url := "redis://" + srv.Addr
-	var mu sync.Mutex
-	var opened []backend.Driver
-	t.Cleanup(func() {
-		for _, d := range opened {
-			_ = d.Close()
-		}
-	})
-	open := func(ctx context.Context, opts ...redislock.Option) (backend.Driver, error) {
-		d, err := redislock.Open(ctx, url, append(opts, redislock.WithEveryAcquirePipelined())...)
-		if err == nil {
-			mu.Lock()
-			opened = append(opened, d)
-			mu.Unlock()
-		}
-		return d, err
-	}
-	keyer := openAny(t, url).(*redislock.Driver)
-	conformance.Run(t, conformance.Harness{
-		Name:      "redis-pipelined",
-		NewDriver: func(ctx context.Context) (backend.Driver, error) { return open(ctx) },
-		NewFaultyDriver: func(ctx context.Context) (backend.Driver, conformance.Faults, error) {
-			fn := conformance.NewFaultNet()
-			d, err := open(ctx, redislock.WithDialer(fn.Dial))
-			return d, fn, err
-		},
-		Drop: func(ctx context.Context, lock string) error { return del(ctx, srv, keyer.Key(lock)) },
-		TTL:  suiteTTL,
-	})
+	conformance.Run(t, harness(t, "redis-pipelined", standaloneURL(t), suite{
+		drop: func(ctx context.Context, key string) error { return del(ctx, srv, key) },
+	}, redislock.WithEveryAcquirePipelined()))
 }

@@ -87,6 +87,17 @@ func openClient(t *testing.T, url string, opts ...locker.Option) *locker.Client 
 	return c
 }
 
+// ownServer starts a test that counts on a Redis server of its own (the
+// counts are server-wide): its ctx, the server, and a function that opens
+// a Client on it with leases of a minute.
+func ownServer(t *testing.T) (context.Context, *redisserver.RedisServer, func() *locker.Client) {
+	t.Helper()
+	srv := redisserver.Redis(t)
+	return drivertest.Context(t, 2*time.Minute), srv, func() *locker.Client {
+		return openClient(t, "redis://"+srv.Addr, locker.WithTTL(time.Minute))
+	}
+}
+
 // TestCommandsPerAcquisition counts the commands that 8 handles of one
 // process send to take one lock 500 times between them: the local queue
 // lets only its head try, and a release wakes only that head, so an
@@ -100,10 +111,7 @@ func TestCommandsPerAcquisition(t *testing.T) {
 	c := openClient(t, "redis://"+srv.Addr, locker.WithTTL(10*time.Second))
 	const handles, total = 8, 500
 	name := "commands"
-	warm := c.NewMutex(name) // loads the scripts and opens a connection
-	if err := warm.Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
+	warm := locked(t, ctx, c, name) // loads the scripts and opens a connection
 	if err := warm.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -150,25 +158,16 @@ func TestCommandsPerAcquisition(t *testing.T) {
 // of 3 releases is checked.
 func TestOneReleaseWakesOneLocalWaiter(t *testing.T) {
 	t.Parallel()
-	ctx := drivertest.Context(t, 2*time.Minute)
-	srv := redisserver.Redis(t)
-	url := "redis://" + srv.Addr
-	holderC := openClient(t, url, locker.WithTTL(60*time.Second))
-	waitC := openClient(t, url, locker.WithTTL(60*time.Second))
+	ctx, srv, newClient := ownServer(t)
+	holderC, waitC := newClient(), newClient()
 	q := waitC.Driver().(backend.QueueInspector)
 	name := "herd"
 	// Load the scripts, so that no NOSCRIPT fallback blurs the counts.
-	warm := holderC.NewMutex("warm")
-	if err := warm.Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
+	warm := locked(t, ctx, holderC, "warm")
 	if err := warm.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	holder := holderC.NewMutex(name)
-	if err := holder.Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
+	holder := locked(t, ctx, holderC, name)
 
 	const n = 16
 	granted := make(chan *locker.Mutex, n)
@@ -235,14 +234,9 @@ func TestOneReleaseWakesOneLocalWaiter(t *testing.T) {
 // channel (its inbox), whatever the number of names; Close unsubscribes.
 func TestOneSubscriptionPerDriver(t *testing.T) {
 	t.Parallel()
-	ctx := drivertest.Context(t, 2*time.Minute)
-	srv := redisserver.Redis(t)
-	url := "redis://" + srv.Addr
-	holderC := openClient(t, url, locker.WithTTL(60*time.Second))
-	waitCs := []*locker.Client{
-		openClient(t, url, locker.WithTTL(60*time.Second)),
-		openClient(t, url, locker.WithTTL(60*time.Second)),
-	}
+	ctx, srv, newClient := ownServer(t)
+	holderC := newClient()
+	waitCs := []*locker.Client{newClient(), newClient()}
 	channels := func() int {
 		r, err := srv.Do(ctx, "PUBSUB", "CHANNELS", "golocker:*")
 		if err != nil {
@@ -254,10 +248,7 @@ func TestOneSubscriptionPerDriver(t *testing.T) {
 	const n = 10
 	var holders []*locker.Mutex
 	for i := range n {
-		m := holderC.NewMutex(fmt.Sprintf("names/%d", i))
-		if err := m.Lock(ctx); err != nil {
-			t.Fatal(err)
-		}
+		m := locked(t, ctx, holderC, fmt.Sprintf("names/%d", i))
 		holders = append(holders, m)
 	}
 	got := make(chan error, 2*n)

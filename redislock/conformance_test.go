@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/golocker/locker"
 	"github.com/golocker/locker/backend"
 	"github.com/golocker/locker/conformance"
 	"github.com/golocker/locker/internal/matrix"
@@ -29,6 +30,12 @@ type suite struct {
 // runSuite runs the conformance suite on the drivers that url opens and
 // records the report for the feature matrix under name.
 func runSuite(t *testing.T, name, url string, st suite) {
+	matrix.Record(t, conformance.Run(t, harness(t, name, url, st)))
+}
+
+// harness is the suite's Harness for the drivers that url opens with
+// opts.
+func harness(t *testing.T, name, url string, st suite, opts ...redislock.Option) conformance.Harness {
 	keyer := openAny(t, url).(interface{ Key(string) string }) // only for Key
 	// The suite does not close every driver it opens (one handed to a
 	// locker.New that fails), so close them all at the end: their go-redis
@@ -40,8 +47,8 @@ func runSuite(t *testing.T, name, url string, st suite) {
 			_ = d.Close()
 		}
 	})
-	open := func(ctx context.Context, opts ...redislock.Option) (backend.Driver, error) {
-		d, err := redislock.Open(ctx, url, opts...)
+	open := func(ctx context.Context, more ...redislock.Option) (backend.Driver, error) {
+		d, err := redislock.Open(ctx, url, append(more, opts...)...)
 		if err == nil {
 			mu.Lock()
 			opened = append(opened, d)
@@ -49,7 +56,7 @@ func runSuite(t *testing.T, name, url string, st suite) {
 		}
 		return d, err
 	}
-	rep := conformance.Run(t, conformance.Harness{
+	return conformance.Harness{
 		Name:      name,
 		NewDriver: func(ctx context.Context) (backend.Driver, error) { return open(ctx) },
 		NewFaultyDriver: func(ctx context.Context) (backend.Driver, conformance.Faults, error) {
@@ -60,8 +67,7 @@ func runSuite(t *testing.T, name, url string, st suite) {
 		Drop:       func(ctx context.Context, lock string) error { return st.drop(ctx, keyer.Key(lock)) },
 		KillServer: st.kill,
 		TTL:        suiteTTL,
-	})
-	matrix.Record(t, rep)
+	}
 }
 
 // killAndRestart is a KillServer hook for one server.
@@ -81,6 +87,15 @@ func del(ctx context.Context, srv *redisserver.RedisServer, key string) error {
 		err = errors.New("no such key")
 	}
 	return err
+}
+
+// dropHold deletes the key of c's lock on name in the standalone server,
+// behind its holder's back.
+func dropHold(t *testing.T, ctx context.Context, c *locker.Client, name string) {
+	t.Helper()
+	if err := del(ctx, standalone.Get(t), c.Driver().(*redislock.Driver).Key(name)); err != nil {
+		t.Fatalf("DEL of %s's key: %v", name, err)
+	}
 }
 
 // TestConformanceStandalone runs on a server that syncs every write to its

@@ -103,10 +103,7 @@ func TestSentinelFailover(t *testing.T) {
 	a := openClient(t, url+"?wait_replicas=1&wait_timeout=2s", locker.WithTTL(ttl))
 	b := openClient(t, url, locker.WithTTL(ttl))
 	name := "failover"
-	ma := a.NewMutex(name)
-	if err := ma.Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
+	ma := locked(t, ctx, a, name)
 	tokA := ma.Token()
 	p, stop := probe(ctx, b.NewMutex(name), ma)
 	defer stop()
@@ -197,10 +194,7 @@ func TestWaiterSurvivesARestart(t *testing.T) {
 	srv := redisserver.Redis(t) // its own: the test restarts it
 	url := "redis://" + srv.Addr
 	const ttl = 2 * time.Second
-	ma := openClient(t, url, locker.WithTTL(ttl)).NewMutex("restart")
-	if err := ma.Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
+	ma := locked(t, ctx, openClient(t, url, locker.WithTTL(ttl)), "restart")
 	bc := openClient(t, url, locker.WithTTL(ttl))
 	mb := bc.NewMutex("restart")
 	got := make(chan error, 1)

@@ -38,10 +38,7 @@ func TestInspect(t *testing.T) {
 				}
 				handles = append(handles, m)
 			}
-			other := c.NewMutex("inspect/" + tc.name + "/other")
-			if err := other.Lock(ctx); err != nil {
-				t.Fatal(err)
-			}
+			other := locked(t, ctx, c, "inspect/"+tc.name+"/other")
 			defer other.Unlock(ctx)
 
 			holds, err := c.Holds(ctx, prefix)

@@ -11,7 +11,6 @@ import (
 	"github.com/golocker/locker"
 	"github.com/golocker/locker/internal/drivertest"
 	"github.com/golocker/locker/internal/testserver/redisserver"
-	"github.com/golocker/locker/redislock"
 )
 
 // TestDeletedKeyIsFoundByTheNextRenewal: Redis does not push a deleted
@@ -20,19 +19,12 @@ import (
 func TestDeletedKeyIsFoundByTheNextRenewal(t *testing.T) {
 	t.Parallel()
 	ctx := drivertest.Context(t, time.Minute)
-	srv := standalone.Get(t)
 	url := standaloneURL(t)
 	const ttl = 600 * time.Millisecond
 	c := openClient(t, url, locker.WithTTL(ttl))
 	name := "lost/" + t.Name()
-	m := c.NewMutex(name)
-	if err := m.Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	key := c.Driver().(*redislock.Driver).Key(name)
-	if err := del(ctx, srv, key); err != nil {
-		t.Fatal(err)
-	}
+	m := locked(t, ctx, c, name)
+	dropHold(t, ctx, c, name)
 	deleted := time.Now()
 	select {
 	case <-m.Lost():

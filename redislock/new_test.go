@@ -70,10 +70,7 @@ func TestNewDoesNotCloseTheUsersClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := c.NewMutex("users-client")
-	if err := m.Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
+	locked(t, ctx, c, "users-client")
 	if n, err := rdb.Exists(ctx, "mine:{users-client}").Result(); err != nil || n != 1 {
 		t.Errorf("EXISTS mine:{users-client} = %d, %v; want the key under the prefix", n, err)
 	}

@@ -47,10 +47,7 @@ func holdOf(t *testing.T, ctx context.Context, c *locker.Client, name string) ui
 func TestALocalWaiterIsPassedTheLock(t *testing.T) {
 	t.Parallel()
 	ctx, name, c, other := passSetup(t, time.Minute)
-	holder := other.NewMutex(name)
-	if err := holder.Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
+	holder := locked(t, ctx, other, name)
 	const n = 4
 	granted := make(chan *locker.Mutex, n)
 	var wg sync.WaitGroup
@@ -116,16 +113,8 @@ func TestAPassDoesNotOvertakeAnotherProcess(t *testing.T) {
 	ctx, name, c, remote := passSetup(t, time.Minute)
 	holder, held := handedOff(t, ctx, c, remote, name)
 
-	r := remote.NewMutex(name)
-	rGot := lockAsync(ctx, r)
-	awaitWaiters(t, ctx, c, name, 1)
-	d := c.Driver().(*redislock.Driver)
-	drivertest.Eventually(t, 10*time.Second, "the holder's Driver is told of the other process's waiter", func() bool {
-		return redislock.RemoteQueued(d, name)
-	})
-	local := c.NewMutex(name)
-	localGot := lockAsync(ctx, local)
-	awaitLocalWaiters(t, c, name, 1)
+	r, rGot := remoteWaiter(t, ctx, c, remote, name)
+	local, localGot := localWaiter(t, ctx, c, name, 1)
 	if err := holder.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -135,9 +124,7 @@ func TestAPassDoesNotOvertakeAnotherProcess(t *testing.T) {
 	if err := r.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	mustLock(t, localGot, "the local waiter")
-	tokenAfter(t, local.Token(), r.Token())
-	unlock(t, ctx, local)
+	getsItNext(t, ctx, local, localGot, r.Token(), "the local waiter")
 }
 
 // TestAPassOfALostLockIsLost: the holder's key is deleted behind its back
@@ -148,15 +135,10 @@ func TestAPassDoesNotOvertakeAnotherProcess(t *testing.T) {
 func TestAPassOfALostLockIsLost(t *testing.T) {
 	t.Parallel()
 	ctx, name, c, other := passSetup(t, time.Minute)
-	srv := standalone.Get(t)
 	holder, held := handedOff(t, ctx, c, other, name)
-	waiter := c.NewMutex(name)
-	waiterGot := lockAsync(ctx, waiter)
-	awaitLocalWaiters(t, c, name, 1)
+	waiter, waiterGot := localWaiter(t, ctx, c, name, 1)
 
-	if err := del(ctx, srv, c.Driver().(*redislock.Driver).Key(name)); err != nil {
-		t.Fatal(err)
-	}
+	dropHold(t, ctx, c, name)
 	if err := holder.Unlock(ctx); err != nil {
 		t.Errorf("the holder's Unlock, passing the lock = %v", err)
 	}
@@ -186,14 +168,9 @@ func TestALostHoldKeepsItsClientsWaitersUntilUnlocked(t *testing.T) {
 	t.Parallel()
 	const ttl = 900 * time.Millisecond
 	ctx, name, c, other := passSetup(t, ttl)
-	srv := standalone.Get(t)
 	holder, held := handedOff(t, ctx, c, other, name)
-	waiter := c.NewMutex(name)
-	waiterGot := lockAsync(ctx, waiter)
-	awaitLocalWaiters(t, c, name, 1)
-	if err := del(ctx, srv, c.Driver().(*redislock.Driver).Key(name)); err != nil {
-		t.Fatal(err)
-	}
+	waiter, waiterGot := localWaiter(t, ctx, c, name, 1)
+	dropHold(t, ctx, c, name)
 	select {
 	case <-holder.Lost():
 	case <-time.After(5 * time.Second):
@@ -214,13 +191,9 @@ func TestALostHoldKeepsItsClientsWaitersUntilUnlocked(t *testing.T) {
 // holder of other (so that its Driver has tokens to pass), and its token.
 func handedOff(t *testing.T, ctx context.Context, c, other *locker.Client, name string) (*locker.Mutex, uint64) {
 	t.Helper()
-	first := other.NewMutex(name)
-	if err := first.Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
+	first := locked(t, ctx, other, name)
 	m := c.NewMutex(name)
-	got := lockAsync(ctx, m)
-	awaitWaiters(t, ctx, c, name, 1)
+	got := queued(t, ctx, m, c, 1)
 	if err := first.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -274,6 +247,30 @@ func unlock(t *testing.T, ctx context.Context, m *locker.Mutex) {
 	}
 }
 
+// localWaiter starts a Lock of a new handle of c on name, and returns the
+// handle and the Lock's outcome once c has n waiters of name in the Client.
+func localWaiter(t *testing.T, ctx context.Context, c *locker.Client, name string, n int, opts ...locker.Option) (*locker.Mutex, <-chan error) {
+	t.Helper()
+	m := c.NewMutex(name, opts...)
+	got := lockAsync(ctx, m)
+	awaitLocalWaiters(t, c, name, n)
+	return m, got
+}
+
+// remoteWaiter starts a Lock of a handle of remote on name, which c holds,
+// and returns the handle and the Lock's outcome once c's Driver is told
+// that this waiter of another process queued.
+func remoteWaiter(t *testing.T, ctx context.Context, c, remote *locker.Client, name string) (*locker.Mutex, <-chan error) {
+	t.Helper()
+	r := remote.NewMutex(name)
+	got := queued(t, ctx, r, c, 1)
+	d := c.Driver().(*redislock.Driver)
+	drivertest.Eventually(t, 10*time.Second, "the holder's Driver is told of the other process's waiter", func() bool {
+		return redislock.RemoteQueued(d, name)
+	})
+	return r, got
+}
+
 // awaitLocalWaiters waits until c has n acquisitions of name waiting.
 func awaitLocalWaiters(t *testing.T, c *locker.Client, name string, n int) {
 	t.Helper()
@@ -290,10 +287,7 @@ func TestPassesRaceCancelledWaiters(t *testing.T) {
 	t.Parallel()
 	ctx, name, c, other := passSetup(t, time.Minute)
 	// Start with a hand-off, so that there are tokens to pass.
-	first := other.NewMutex(name)
-	if err := first.Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
+	first := locked(t, ctx, other, name)
 	var (
 		wg        sync.WaitGroup
 		mu        sync.Mutex
@@ -364,23 +358,16 @@ func TestAGrantBehindAnotherProcessIsNotPassedOn(t *testing.T) {
 	t.Parallel()
 	ctx, name, c, remote := passSetup(t, time.Minute)
 	other := openClient(t, standaloneURL(t), locker.WithTTL(time.Minute))
-	holder := other.NewMutex(name)
-	if err := holder.Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
+	holder := locked(t, ctx, other, name)
 	a := c.NewMutex(name)
-	aGot := lockAsync(ctx, a)
-	awaitWaiters(t, ctx, c, name, 1)
+	aGot := queued(t, ctx, a, c, 1)
 	r := remote.NewMutex(name)
-	rGot := lockAsync(ctx, r)
-	awaitWaiters(t, ctx, c, name, 2)
+	rGot := queued(t, ctx, r, c, 2)
 	if err := holder.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
 	mustLock(t, aGot, "the Client's first waiter")
-	local := c.NewMutex(name)
-	localGot := lockAsync(ctx, local)
-	awaitLocalWaiters(t, c, name, 1)
+	local, localGot := localWaiter(t, ctx, c, name, 1)
 	if err := a.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -400,9 +387,7 @@ func TestNoPassBetweenDifferentTTLs(t *testing.T) {
 	t.Parallel()
 	ctx, name, c, other := passSetup(t, time.Minute)
 	holder, held := handedOff(t, ctx, c, other, name)
-	waiter := c.NewMutex(name, locker.WithTTL(2*time.Minute))
-	got := lockAsync(ctx, waiter)
-	awaitLocalWaiters(t, c, name, 1)
+	waiter, got := localWaiter(t, ctx, c, name, 1, locker.WithTTL(2*time.Minute))
 	if err := holder.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -427,9 +412,7 @@ func TestCloseEndsLocalWaiters(t *testing.T) {
 	}
 	other := openClient(t, url, locker.WithTTL(time.Minute))
 	handedOff(t, ctx, c, other, name)
-	waiter := c.NewMutex(name)
-	got := lockAsync(ctx, waiter)
-	awaitLocalWaiters(t, c, name, 1)
+	_, got := localWaiter(t, ctx, c, name, 1)
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -453,19 +436,11 @@ func TestBatchPassesBeforeAnotherProcess(t *testing.T) {
 	}
 	holder, held := handedOff(t, ctx, c, remote, name)
 
-	r := remote.NewMutex(name)
-	rGot := lockAsync(ctx, r)
-	awaitWaiters(t, ctx, c, name, 1)
-	d := c.Driver().(*redislock.Driver)
-	drivertest.Eventually(t, 10*time.Second, "the holder's Driver is told of the other process's waiter", func() bool {
-		return redislock.RemoteQueued(d, name)
-	})
+	r, rGot := remoteWaiter(t, ctx, c, remote, name)
 	var own [3]*locker.Mutex
 	var got [3]<-chan error
 	for i := range own {
-		own[i] = c.NewMutex(name)
-		got[i] = lockAsync(ctx, own[i])
-		awaitLocalWaiters(t, c, name, i+1)
+		own[i], got[i] = localWaiter(t, ctx, c, name, i+1)
 	}
 
 	prev, m := held, holder
@@ -483,9 +458,7 @@ func TestBatchPassesBeforeAnotherProcess(t *testing.T) {
 	stillWaits(t, got[2], "the third waiter, after the batch")
 	tokenAfter(t, r.Token(), prev)
 	unlock(t, ctx, r)
-	mustLock(t, got[2], "the third waiter")
-	tokenAfter(t, own[2].Token(), r.Token())
-	unlock(t, ctx, own[2])
+	getsItNext(t, ctx, own[2], got[2], r.Token(), "the third waiter")
 	takeFree(t, ctx, remote, name, 0)
 }
 
@@ -500,20 +473,13 @@ func TestBatchAfterAGrantBehindAnotherProcess(t *testing.T) {
 	ctx, name, _, remote := passSetup(t, time.Minute)
 	c := openClient(t, standaloneURL(t)+"?batch=1", locker.WithTTL(time.Minute))
 	d := c.Driver().(*redislock.Driver)
-	first := remote.NewMutex(name)
-	if err := first.Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
+	first := locked(t, ctx, remote, name)
 	m := c.NewMutex(name)
-	mGot := lockAsync(ctx, m)
-	awaitWaiters(t, ctx, c, name, 1)
+	mGot := queued(t, ctx, m, c, 1)
 	// Another process's waiter: not remote's, whose own owner holds.
 	r := openClient(t, standaloneURL(t), locker.WithTTL(time.Minute)).NewMutex(name)
-	rGot := lockAsync(ctx, r)
-	awaitWaiters(t, ctx, c, name, 2)
-	own := c.NewMutex(name)
-	ownGot := lockAsync(ctx, own)
-	awaitLocalWaiters(t, c, name, 2)
+	rGot := queued(t, ctx, r, c, 2)
+	own, ownGot := localWaiter(t, ctx, c, name, 2)
 	unlock(t, ctx, first)
 	mustLock(t, mGot, "the first waiter")
 	if n := redislock.PassTokens(d, name); n == 0 {
@@ -530,9 +496,7 @@ func TestBatchAfterAGrantBehindAnotherProcess(t *testing.T) {
 	}
 	stillWaits(t, rGot, "the other process's waiter, within the batch")
 	unlock(t, ctx, own)
-	mustLock(t, rGot, "the other process's waiter")
-	tokenAfter(t, r.Token(), own.Token())
-	unlock(t, ctx, r)
+	getsItNext(t, ctx, r, rGot, own.Token(), "the other process's waiter")
 }
 
 // TestQueuedBeforeTheChainBegins: the message that another process's
@@ -547,9 +511,7 @@ func TestQueuedBeforeTheChainBegins(t *testing.T) {
 	// A Driver hears "q" messages, and its grants start chains, once its
 	// inbox is subscribed: one wait subscribes it.
 	h := takeFree(t, ctx, other, name, 0)
-	w := c.NewMutex(name)
-	got := lockAsync(ctx, w)
-	awaitLocalWaiters(t, c, name, 1)
+	w, got := localWaiter(t, ctx, c, name, 1)
 	unlock(t, ctx, h)
 	mustLock(t, got, "the waiter that subscribes the inbox")
 	unlock(t, ctx, w)
@@ -576,6 +538,15 @@ func mustLock(t *testing.T, got <-chan error, what string) {
 	if err := awaitLock(t, got, what); err != nil {
 		t.Fatalf("%s: %v", what, err)
 	}
+}
+
+// getsItNext waits for the Lock of m that lockAsync started (got), fails
+// the test unless m's token is above prev, and unlocks m.
+func getsItNext(t *testing.T, ctx context.Context, m *locker.Mutex, got <-chan error, prev uint64, who string) {
+	t.Helper()
+	mustLock(t, got, who)
+	tokenAfter(t, m.Token(), prev)
+	unlock(t, ctx, m)
 }
 
 // tokenAfter fails the test unless token is above prev.

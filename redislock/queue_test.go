@@ -25,10 +25,7 @@ func TestWaitersOfManyProcessesAreServedInArrivalOrder(t *testing.T) {
 	ctx := drivertest.Context(t, 2*time.Minute)
 	url := standaloneURL(t)
 	name := "fifo/" + t.Name()
-	holder := openClient(t, url, locker.WithTTL(60*time.Second)).NewMutex(name)
-	if err := holder.Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
+	holder := locked(t, ctx, openClient(t, url, locker.WithTTL(60*time.Second)), name)
 	var clients []*locker.Client
 	for range 4 {
 		clients = append(clients, openClient(t, url, locker.WithTTL(60*time.Second)))
@@ -86,10 +83,7 @@ func TestALapsedPlaceIsSkipped(t *testing.T) {
 	url := standaloneURL(t)
 	name := "lapsed/" + t.Name()
 	hc := openClient(t, url, locker.WithTTL(60*time.Second))
-	holder := hc.NewMutex(name)
-	if err := holder.Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
+	holder := locked(t, ctx, hc, name)
 	key := hc.Driver().(*redislock.Driver).Key(name)
 	// A ghost at the head of the queue whose place lapses in 300ms.
 	now, err := srv.Do(ctx, "TIME")
@@ -108,8 +102,7 @@ func TestALapsedPlaceIsSkipped(t *testing.T) {
 	}
 	wc := openClient(t, url, locker.WithTTL(60*time.Second))
 	w := wc.NewMutex(name)
-	got := lockAsync(ctx, w)
-	awaitWaiters(t, ctx, wc, name, 2) // the ghost and the waiter
+	got := queued(t, ctx, w, wc, 2)   // the ghost and the waiter
 	awaitWaiters(t, ctx, wc, name, 1) // the ghost's place lapsed
 	released := time.Now()
 	if err := holder.Unlock(ctx); err != nil {
@@ -140,10 +133,7 @@ func TestACancelledWaiterLeavesTheQueue(t *testing.T) {
 	url := standaloneURL(t)
 	name := "cancelled/" + t.Name()
 	hc := openClient(t, url, locker.WithTTL(60*time.Second))
-	holder := hc.NewMutex(name)
-	if err := holder.Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
+	holder := locked(t, ctx, hc, name)
 	wc := openClient(t, url, locker.WithTTL(60*time.Second))
 	wctx, cancel := context.WithCancel(ctx)
 	got := lockAsync(wctx, wc.NewMutex(name))
@@ -178,14 +168,10 @@ func TestAGrantLostWithThePubSubConnectionIsFound(t *testing.T) {
 	url := "redis://" + srv.Addr
 	name := "lostgrant/" + t.Name()
 	hc := openClient(t, url, locker.WithTTL(60*time.Second))
-	holder := hc.NewMutex(name)
-	if err := holder.Lock(ctx); err != nil {
-		t.Fatal(err)
-	}
+	holder := locked(t, ctx, hc, name)
 	wc := openClient(t, url, locker.WithTTL(3*time.Second))
 	w := wc.NewMutex(name)
-	got := lockAsync(ctx, w)
-	awaitWaiters(t, ctx, wc, name, 1)
+	got := queued(t, ctx, w, wc, 1)
 	// The waiter's Driver's pub/sub connection: the only one here.
 	if _, err := srv.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub"); err != nil {
 		t.Fatal(err)
@@ -212,6 +198,25 @@ func awaitWaiters(t *testing.T, ctx context.Context, c *locker.Client, name stri
 		k, err := q.Waiters(ctx, name)
 		return err == nil && k == n
 	})
+}
+
+// locked returns a handle of c on name, locked, or fails the test.
+func locked(t *testing.T, ctx context.Context, c *locker.Client, name string) *locker.Mutex {
+	t.Helper()
+	m := c.NewMutex(name)
+	if err := m.Lock(ctx); err != nil {
+		t.Fatalf("Lock(%s): %v", name, err)
+	}
+	return m
+}
+
+// queued starts m's Lock (lockAsync) and returns its outcome's channel
+// once Redis, asked through c, has n owners in the queue of m's name.
+func queued(t *testing.T, ctx context.Context, m *locker.Mutex, c *locker.Client, n int) <-chan error {
+	t.Helper()
+	got := lockAsync(ctx, m)
+	awaitWaiters(t, ctx, c, m.Name(), n)
+	return got
 }
 
 // lockAsync starts m.Lock(ctx) and returns its outcome's channel.

@@ -45,14 +45,10 @@ func TestWaitReplicas(t *testing.T) {
 	// A lock handed to a waiter was written by the releaser's connection:
 	// the waiter confirms it on its own before Lock returns.
 	handOff := func(t *testing.T, url, query, name string) (*locker.Mutex, error) {
-		holder := openClient(t, url).NewMutex(name)
-		if err := holder.Lock(ctx); err != nil {
-			t.Fatal(err)
-		}
+		holder := locked(t, ctx, openClient(t, url), name)
 		wc := openClient(t, url+query)
 		w := wc.NewMutex(name)
-		got := lockAsync(ctx, w)
-		awaitWaiters(t, ctx, wc, name, 1)
+		got := queued(t, ctx, w, wc, 1)
 		if err := holder.Unlock(ctx); err != nil {
 			t.Fatal(err)
 		}

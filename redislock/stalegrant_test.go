@@ -1,7 +1,6 @@
 package redislock_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -31,10 +30,10 @@ func TestAPausedWaiterNeverTakesAStaleGrant(t *testing.T) {
 	url := standaloneURL(t)
 	name := "stale/" + t.Name()
 	const ttl = time.Second
-	holderD := openDriver(t, url)
-	probeD := openDriver(t, url)
+	holderD := openAny(t, url)
+	probeD := openAny(t, url)
 	fn := conformance.NewFaultNet()
-	waiterD := openDriver(t, url, redislock.WithDialer(fn.Dial))
+	waiterD := openAny(t, url, redislock.WithDialer(fn.Dial))
 
 	lh, err := holderD.Acquire(ctx, backend.Request{Name: name, Owner: "holder", TTL: time.Minute})
 	if err != nil {
@@ -109,21 +108,4 @@ func TestAPausedWaiterNeverTakesAStaleGrant(t *testing.T) {
 	if _, err := probeD.Acquire(ctx, backend.Request{Name: name, Owner: "probe-z", TTL: time.Second}); err == nil {
 		t.Fatal("the resumed waiter holds nothing in Redis")
 	}
-}
-
-// openDriver opens a Driver on url, closed when the test ends.
-func openDriver(t *testing.T, url string, opts ...redislock.Option) backend.Driver {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	d, err := redislock.Open(ctx, url, opts...)
-	if err != nil {
-		t.Fatalf("Open(%s): %v", url, err)
-	}
-	t.Cleanup(func() {
-		if err := d.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	return d
 }
