@@ -36,12 +36,12 @@ var expiryChecks = []check{
 		run: func(t *testing.T, s *suite) {
 			ctx, name := s.start(t)
 			m := locked(t, ctx, s.client(t), name)
-			locked := time.Now()
+			since := time.Now()
 			other := s.client(t)
-			end := locked.Add(3*s.ttl + s.ttl/2)
+			end := since.Add(3*s.ttl + s.ttl/2)
 			for probes := 0; time.Now().Before(end); probes++ {
 				if s.free(t, ctx, other, name) {
-					t.Fatalf("another client took the lock %v into a hold with TTL %v", time.Since(locked), s.ttl)
+					t.Fatalf("another client took the lock %v into a hold with TTL %v", time.Since(since), s.ttl)
 				}
 				select {
 				case <-m.Lost():
@@ -66,8 +66,9 @@ var expiryChecks = []check{
 		},
 		run: func(t *testing.T, s *suite) {
 			ctx, name := s.start(t)
+			c := s.client(t)
 			start := time.Now()
-			a := locked(t, ctx, s.client(t), name, locker.WithFixedLease())
+			a := locked(t, ctx, c, name, locker.WithFixedLease())
 			s.takeOver(t, ctx, a, 10*s.ttl+quick, "the first owner's fixed lease runs out")
 			if got := time.Since(start); got < s.ttl/2 {
 				t.Errorf("a fixed lease of %v ended after only %v", s.ttl, got)

@@ -174,7 +174,7 @@ func TestClockIndependence(t *testing.T) {
 		const ttl = 600 * time.Millisecond
 		ce, cw := client(t, de, ttl), client(t, dw, ttl)
 		a := locked(t, ctx, ce, "tz", locker.WithFixedLease())
-		locked := time.Now()
+		since := time.Now()
 		b := cw.NewMutex("tz")
 		if ok, err := b.TryLock(ctx); ok || err != nil {
 			t.Fatalf("TryLock from the other time zone = %v, %v; want false", ok, err)
@@ -189,7 +189,7 @@ func TestClockIndependence(t *testing.T) {
 		if ok, err := b.LockTimeout(ctx, 10*time.Second); !ok || err != nil {
 			t.Fatalf("LockTimeout after the fixed lease = %v, %v", ok, err)
 		}
-		if got := time.Since(locked); got < ttl/2 || got > ttl+5*time.Second {
+		if got := time.Since(since); got < ttl/2 || got > ttl+5*time.Second {
 			t.Errorf("the lease of %v ended for the other time zone after %v", ttl, got)
 		}
 		if err := b.Unlock(ctx); err != nil {
