@@ -65,6 +65,35 @@ func (tr *Tracker) WithServers(t *testing.T, start func(t *testing.T) []*Process
 	}
 }
 
+// RunServer runs test in a parallel subtest named name, against the
+// server start returns, through tr.WithServers: procs names the processes
+// of that server, which must all be gone once the subtest is over. It is
+// the shape of every subtest in the server packages' own tests.
+func RunServer[S any](t *testing.T, tr *Tracker, name string, start func(TB) S, procs func(S) []*Process, test func(t *testing.T, s S)) {
+	t.Helper()
+	t.Run(name, func(t *testing.T) {
+		t.Parallel()
+		var s S
+		tr.WithServers(t, func(t *testing.T) []*Process {
+			s = start(t)
+			return procs(s)
+		}, func(t *testing.T) { test(t, s) })
+	})
+}
+
+// ProcessesOf returns the processes proc finds in members, leaving out
+// nil ones: a member that an environment variable or a container named has
+// no process of ours.
+func ProcessesOf[M any](members []M, proc func(M) *Process) []*Process {
+	var out []*Process
+	for _, m := range members {
+		if p := proc(m); p != nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // ProcessGone reports an error if a process group that p started (its
 // leader or anything the leader started) still has live members.
 func ProcessGone(p *Process) error {
