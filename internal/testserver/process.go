@@ -543,25 +543,24 @@ func WaitTCP(ctx context.Context, addr string) error {
 		defer cancel()
 	}
 	d := net.Dialer{Timeout: time.Second}
-	for {
+	err := PollEvery(ctx, readyPollInterval, func(ctx context.Context) error {
 		conn, err := d.DialContext(ctx, "tcp", addr)
-		if err == nil {
-			// Dialing a free port of the ephemeral range can connect
-			// the socket to itself (TCP simultaneous open): that is no
-			// server.
-			self := conn.LocalAddr().String() == conn.RemoteAddr().String()
-			conn.Close()
-			if !self {
-				return nil
-			}
-			err = fmt.Errorf("connected to itself")
+		if err != nil {
+			return err
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s not reachable: %w", addr, err)
-		case <-time.After(readyPollInterval):
+		// Dialing a free port of the ephemeral range can connect the
+		// socket to itself (TCP simultaneous open): that is no server.
+		self := conn.LocalAddr().String() == conn.RemoteAddr().String()
+		conn.Close()
+		if self {
+			return fmt.Errorf("connected to itself")
 		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s not reachable: %w", addr, err)
 	}
+	return nil
 }
 
 // RunSetup runs a set-up command (mariadb-install-db, initdb) in dir to

@@ -168,15 +168,28 @@ func CheckEnvServer(t TB, env, addr string) {
 // PollUntil calls f every 100ms until it returns nil or ctx ends, and then
 // returns f's last error.
 func PollUntil(ctx context.Context, f func(context.Context) error) error {
+	return PollEvery(ctx, 100*time.Millisecond, f)
+}
+
+// PollEvery calls f every interval until it returns nil or ctx ends, and
+// then returns f's last error.
+func PollEvery(ctx context.Context, interval time.Duration, f func(context.Context) error) error {
+	_, err := PollFor(ctx, interval, func(ctx context.Context) (struct{}, error) { return struct{}{}, f(ctx) })
+	return err
+}
+
+// PollFor calls f every interval until it returns no error or ctx ends,
+// and then returns f's last result.
+func PollFor[T any](ctx context.Context, interval time.Duration, f func(context.Context) (T, error)) (T, error) {
 	for {
-		err := f(ctx)
+		v, err := f(ctx)
 		if err == nil {
-			return nil
+			return v, nil
 		}
 		select {
 		case <-ctx.Done():
-			return err
-		case <-time.After(100 * time.Millisecond):
+			return v, err
+		case <-time.After(interval):
 		}
 	}
 }

@@ -289,22 +289,20 @@ func (s *EtcdServer) Leader(ctx context.Context) (*EtcdMember, error) {
 // WaitLeader polls until a running member other than not (which may be nil)
 // leads and reports itself healthy, or ctx ends.
 func (s *EtcdServer) WaitLeader(ctx context.Context, not *EtcdMember) (*EtcdMember, error) {
-	for {
+	l, err := testserver.PollFor(ctx, 50*time.Millisecond, func(ctx context.Context) (*EtcdMember, error) {
 		l, err := s.Leader(ctx)
-		if err == nil && l != not {
-			if err = etcdHealthy(ctx, l.ClientAddr); err == nil {
-				return l, nil
-			}
+		if err != nil {
+			return nil, err
 		}
-		if err == nil {
-			err = fmt.Errorf("leader is still %s", l.Name)
+		if l == not {
+			return nil, fmt.Errorf("leader is still %s", l.Name)
 		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("waiting for an etcd leader: %w", err)
-		case <-time.After(50 * time.Millisecond):
-		}
+		return l, etcdHealthy(ctx, l.ClientAddr)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("waiting for an etcd leader: %w", err)
 	}
+	return l, nil
 }
 
 // Member returns the member whose client address is addr, or nil.

@@ -104,18 +104,10 @@ func (c *RedisClusterServer) Addrs() []string {
 // WaitHealthy waits until every running node reports cluster_state:ok with
 // all 16384 slots served and knows every other node.
 func (c *RedisClusterServer) WaitHealthy(ctx context.Context) error {
-	var last error
-	for {
-		last = c.healthy(ctx)
-		if last == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("redis cluster not healthy: %w", last)
-		case <-time.After(50 * time.Millisecond):
-		}
+	if err := testserver.PollEvery(ctx, 50*time.Millisecond, c.healthy); err != nil {
+		return fmt.Errorf("redis cluster not healthy: %w", err)
 	}
+	return nil
 }
 
 func (c *RedisClusterServer) healthy(ctx context.Context) error {

@@ -151,17 +151,10 @@ func (s *RedisSentinelServer) SentinelAddrs() []string {
 // WaitReady waits until every running sentinel sees the master up, with all
 // running replicas and all other running sentinels.
 func (s *RedisSentinelServer) WaitReady(ctx context.Context) error {
-	for {
-		err := s.ready(ctx)
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("redis sentinel not ready: %w", err)
-		case <-time.After(50 * time.Millisecond):
-		}
+	if err := testserver.PollEvery(ctx, 50*time.Millisecond, s.ready); err != nil {
+		return fmt.Errorf("redis sentinel not ready: %w", err)
 	}
+	return nil
 }
 
 func (s *RedisSentinelServer) ready(ctx context.Context) error {
@@ -248,24 +241,25 @@ func (s *RedisSentinelServer) Master(ctx context.Context) (*RedisServer, error) 
 // WaitFailover polls until the sentinels name a master other than old and
 // that server reports itself a master, or ctx ends.
 func (s *RedisSentinelServer) WaitFailover(ctx context.Context, old *RedisServer) (*RedisServer, error) {
-	for {
+	m, err := testserver.PollFor(ctx, 50*time.Millisecond, func(ctx context.Context) (*RedisServer, error) {
 		m, err := s.Master(ctx)
-		if err == nil && m.Addr == old.Addr {
-			err = fmt.Errorf("master is still %s", old.Addr)
+		if err != nil {
+			return nil, err
 		}
-		if err == nil {
-			var info map[string]string
-			if info, err = redisInfo(ctx, m.Addr, "replication"); err == nil {
-				if info["role"] == "master" {
-					return m, nil
-				}
-				err = fmt.Errorf("new master %s has role %s", m.Addr, info["role"])
-			}
+		if m.Addr == old.Addr {
+			return nil, fmt.Errorf("master is still %s", old.Addr)
 		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("waiting for failover from %s: %w", old.Addr, err)
-		case <-time.After(50 * time.Millisecond):
+		info, err := redisInfo(ctx, m.Addr, "replication")
+		if err != nil {
+			return nil, err
 		}
+		if info["role"] != "master" {
+			return nil, fmt.Errorf("new master %s has role %s", m.Addr, info["role"])
+		}
+		return m, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("waiting for failover from %s: %w", old.Addr, err)
 	}
+	return m, nil
 }

@@ -85,11 +85,7 @@ type sqlAdmin interface {
 // NewDatabase to share one server across tests.
 func MySQL(t testserver.TB) *SQLDatabase {
 	t.Helper()
-	s := StartMySQL(t)
-	if s == nil {
-		return nil
-	}
-	return s.NewDatabase(t)
+	return testserver.NewDatabaseOn(t, StartMySQL)
 }
 
 // Postgres returns a fresh database on a PostgreSQL server started for this
@@ -97,11 +93,7 @@ func MySQL(t testserver.TB) *SQLDatabase {
 // NewDatabase to share one server across tests.
 func Postgres(t testserver.TB) *SQLDatabase {
 	t.Helper()
-	s := StartPostgres(t)
-	if s == nil {
-		return nil
-	}
-	return s.NewDatabase(t)
+	return testserver.NewDatabaseOn(t, StartPostgres)
 }
 
 // SQLite returns a fresh SQLite database file in a temp dir of the test.

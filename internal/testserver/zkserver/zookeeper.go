@@ -216,17 +216,10 @@ func (z *ZooKeeperServer) Leader(ctx context.Context) (*ZooKeeperNode, error) {
 // WaitServing polls until every running node serves (as standalone, leader
 // or follower) and there is a leader, or ctx ends.
 func (z *ZooKeeperServer) WaitServing(ctx context.Context) error {
-	for {
-		err := z.serving(ctx)
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("zookeeper not serving: %w", err)
-		case <-time.After(50 * time.Millisecond):
-		}
+	if err := testserver.PollEvery(ctx, 50*time.Millisecond, z.serving); err != nil {
+		return fmt.Errorf("zookeeper not serving: %w", err)
 	}
+	return nil
 }
 
 func (z *ZooKeeperServer) serving(ctx context.Context) error {
