@@ -165,6 +165,18 @@ func CheckEnvServer(t TB, env, addr string) {
 	}
 }
 
+// CheckEnvServers is CheckEnvServer for each of addrs, which env names; an
+// address may start with a scheme ("http://").
+func CheckEnvServers(t TB, env string, addrs []string) {
+	t.Helper()
+	for _, a := range addrs {
+		if _, rest, ok := strings.Cut(a, "://"); ok {
+			a = rest
+		}
+		CheckEnvServer(t, env, a)
+	}
+}
+
 // PollUntil calls f every 100ms until it returns nil or ctx ends, and then
 // returns f's last error.
 func PollUntil(ctx context.Context, f func(context.Context) error) error {

@@ -78,9 +78,7 @@ func EtcdCluster(t testserver.TB) *EtcdServer {
 
 func envEtcd(t testserver.TB, env string, eps []string) *EtcdServer {
 	t.Helper()
-	for _, ep := range eps {
-		testserver.CheckEnvServer(t, env, trimScheme(ep))
-	}
+	testserver.CheckEnvServers(t, env, eps)
 	return &EtcdServer{Endpoints: eps}
 }
 

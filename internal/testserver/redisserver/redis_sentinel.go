@@ -50,10 +50,7 @@ func RedisSentinel(t testserver.TB) *RedisSentinelServer {
 		if s.MasterName == "" {
 			s.MasterName = DefaultSentinelMaster
 		}
-		for _, a := range addrs {
-			testserver.CheckEnvServer(t, EnvRedisSentinelAddrs, a)
-			s.Sentinels = append(s.Sentinels, &RedisServer{Addr: a})
-		}
+		s.Sentinels = envServers(t, EnvRedisSentinelAddrs, addrs)
 		return s
 	}
 	bin := redisServerPath()
@@ -140,13 +137,7 @@ func replicaInSync(ctx context.Context, addr string) error {
 }
 
 // SentinelAddrs returns the sentinels' addresses.
-func (s *RedisSentinelServer) SentinelAddrs() []string {
-	out := make([]string, len(s.Sentinels))
-	for i, r := range s.Sentinels {
-		out[i] = r.Addr
-	}
-	return out
-}
+func (s *RedisSentinelServer) SentinelAddrs() []string { return addrsOf(s.Sentinels) }
 
 // WaitReady waits until every running sentinel sees the master up, with all
 // running replicas and all other running sentinels.

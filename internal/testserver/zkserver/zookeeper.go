@@ -80,9 +80,7 @@ func ZooKeeperEnsemble(t testserver.TB) *ZooKeeperServer {
 
 func envZooKeeper(t testserver.TB, env string, addrs []string) *ZooKeeperServer {
 	t.Helper()
-	for _, a := range addrs {
-		testserver.CheckEnvServer(t, env, a)
-	}
+	testserver.CheckEnvServers(t, env, addrs)
 	return &ZooKeeperServer{Addrs: addrs}
 }
 
