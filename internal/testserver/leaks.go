@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -152,29 +151,13 @@ func Leftovers(tr ServerTrace) []int {
 	for _, g := range tr.groups {
 		groups[g] = true
 	}
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	var live []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
+	return liveProcs(func(pid int, st procStat) bool {
+		if groups[st.pgrp] {
+			return true
 		}
-		state, _, ok := ProcStat(pid)
-		if !ok || state == "Z" || state == "X" {
-			continue
-		}
-		pgid, err := syscall.Getpgid(pid)
-		inGroup := err == nil && groups[pgid]
-		cwd, err := os.Readlink(filepath.Join("/proc", e.Name(), "cwd"))
-		inDir := err == nil && tr.dir != "" && (cwd == tr.dir || strings.HasPrefix(cwd, tr.dir+"/"))
-		if inGroup || inDir {
-			live = append(live, pid)
-		}
-	}
-	return live
+		cwd, err := os.Readlink(filepath.Join("/proc", strconv.Itoa(pid), "cwd"))
+		return err == nil && tr.dir != "" && (cwd == tr.dir || strings.HasPrefix(cwd, tr.dir+"/"))
+	})
 }
 
 // CheckEnvErrorHidesPassword sets env to value, which names an unreachable

@@ -399,34 +399,7 @@ func (p *Process) killStragglers() {
 // GroupMembers returns the pids of the live (not zombie) processes in
 // process group pgid, read from /proc.
 func GroupMembers(pgid int) []int {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	var out []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// The fields after "(comm) " are: state ppid pgrp ...
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) < 3 || f[0] == "Z" || f[0] == "X" {
-			continue
-		}
-		if g, err := strconv.Atoi(f[2]); err == nil && g == pgid {
-			out = append(out, pid)
-		}
-	}
-	return out
+	return liveProcs(func(_ int, st procStat) bool { return st.pgrp == pgid })
 }
 
 // Pause stops the process group with SIGSTOP: the server keeps its sockets
