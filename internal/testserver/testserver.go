@@ -206,6 +206,32 @@ func PollFor[T any](ctx context.Context, interval time.Duration, f func(context.
 	}
 }
 
+// Race runs attempt(i) for each i below n, all released at once, and
+// returns how many succeeded and every error. Each error for which lost is
+// false, something other than losing the race, goes to report.
+func Race(n int, attempt func(i int) error, lost func(error) bool, report func(i int, err error)) (wins int, errs []error) {
+	start := make(chan struct{})
+	errs = make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			errs[i] = attempt(i)
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i, err := range errs {
+		switch {
+		case err == nil:
+			wins++
+		case !lost(err):
+			report(i, err)
+		}
+	}
+	return wins, errs
+}
+
 // Shared is a TB for servers shared by all the tests of a package. Its zero
 // value is ready to use; its Main method runs the package's tests and then
 // the cleanups registered on it, last first. Skipf and Fatalf end only the
