@@ -71,19 +71,7 @@ func Contend(ctx context.Context, hs []Handle, p Params, start time.Time, inside
 		}()
 	}
 	wg.Wait()
-
-	var r Result
-	for _, x := range per {
-		r.Counts = append(r.Counts, x.Counts[0])
-		r.Waits = append(r.Waits, x.Waits...)
-		r.Intervals = append(r.Intervals, x.Intervals...)
-		r.Overlaps += x.Overlaps
-		r.Errors += x.Errors
-		if r.FirstError == "" {
-			r.FirstError = x.FirstError
-		}
-	}
-	return r
+	return Merge(per...)
 }
 
 // contendOne is one handle's loop: Lock, hold, Unlock, think, until
@@ -140,7 +128,8 @@ func sleep(ctx context.Context, d time.Duration) {
 	}
 }
 
-// Merge combines the results of several processes.
+// Merge combines the results of several processes, or of the handles of
+// one (each handle's Result has one count).
 func Merge(rs ...Result) Result {
 	var m Result
 	for _, r := range rs {
