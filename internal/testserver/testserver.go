@@ -66,6 +66,7 @@ package testserver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -204,6 +205,23 @@ func PollFor[T any](ctx context.Context, interval time.Duration, f func(context.
 		case <-time.After(interval):
 		}
 	}
+}
+
+// FindLeader asks the members whose process (proc) runs, in turn, and
+// returns the first for which leads returns nil. Otherwise its error,
+// "KIND leader: ...", wraps the last member's reason for not leading.
+func FindLeader[M any](ctx context.Context, kind string, members []M, proc func(M) *Process, leads func(context.Context, M) error) (M, error) {
+	last := errors.New("no running member")
+	for _, m := range members {
+		if !proc(m).Running() {
+			continue
+		}
+		if last = leads(ctx, m); last == nil {
+			return m, nil
+		}
+	}
+	var none M
+	return none, fmt.Errorf("%s leader: %w", kind, last)
 }
 
 // Race runs attempt(i) for each i below n, all released at once, and

@@ -262,26 +262,22 @@ func (s *EtcdServer) Leader(ctx context.Context) (*EtcdMember, error) {
 	if len(s.Members) == 0 {
 		return nil, errors.New("testserver: etcd members not started by this package")
 	}
-	var last error = errors.New("no running member")
-	for _, m := range s.Members {
-		if !m.Proc.Running() {
-			continue
-		}
-		var st etcdStatus
-		if err := etcdHTTP(ctx, http.MethodPost, m.ClientAddr, "/v3/maintenance/status", &st); err != nil {
-			last = err
-			continue
-		}
-		if st.Leader == "" || st.Leader == "0" {
-			last = fmt.Errorf("member %s knows no leader", m.Name)
-			continue
-		}
-		if st.Leader == st.Header.MemberID {
-			return m, nil
-		}
-		last = fmt.Errorf("member %s follows %s, which no running member claims to be", m.Name, st.Leader)
+	return testserver.FindLeader(ctx, "etcd", s.Members, func(m *EtcdMember) *testserver.Process { return m.Proc }, etcdLeads)
+}
+
+// etcdLeads returns nil when m says it leads, else why not.
+func etcdLeads(ctx context.Context, m *EtcdMember) error {
+	var st etcdStatus
+	if err := etcdHTTP(ctx, http.MethodPost, m.ClientAddr, "/v3/maintenance/status", &st); err != nil {
+		return err
 	}
-	return nil, fmt.Errorf("etcd leader: %w", last)
+	if st.Leader == "" || st.Leader == "0" {
+		return fmt.Errorf("member %s knows no leader", m.Name)
+	}
+	if st.Leader != st.Header.MemberID {
+		return fmt.Errorf("member %s follows %s, which no running member claims to be", m.Name, st.Leader)
+	}
+	return nil
 }
 
 // WaitLeader polls until a running member other than not (which may be nil)

@@ -194,21 +194,20 @@ func (z *ZooKeeperServer) Leader(ctx context.Context) (*ZooKeeperNode, error) {
 	if len(z.Nodes) == 0 {
 		return nil, errors.New("testserver: ZooKeeper servers not started by this package")
 	}
-	var last error = errors.New("no running server")
-	for _, n := range z.Nodes {
-		if !n.Proc.Running() {
-			continue
-		}
-		mode, err := n.Mode(ctx)
-		if err != nil {
-			last = err
-			continue
-		}
-		if mode == "leader" || mode == "standalone" {
-			return n, nil
-		}
+	return testserver.FindLeader(ctx, "zookeeper", z.Nodes, func(n *ZooKeeperNode) *testserver.Process { return n.Proc }, zkLeads)
+}
+
+// zkLeads returns nil when n serves as the leader (or standalone), else
+// why not.
+func zkLeads(ctx context.Context, n *ZooKeeperNode) error {
+	mode, err := n.Mode(ctx)
+	if err != nil {
+		return err
 	}
-	return nil, fmt.Errorf("zookeeper leader: %w", last)
+	if mode != "leader" && mode != "standalone" {
+		return fmt.Errorf("%v is a %s", n, mode)
+	}
+	return nil
 }
 
 // WaitServing polls until every running node serves (as standalone, leader
