@@ -97,11 +97,9 @@ func StartProcesses(t TB, specs ...ProcessSpec) []*Process {
 	errs := make([]error, len(procs))
 	var wg sync.WaitGroup
 	for i, p := range procs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			errs[i] = p.waitReady(context.Background())
-		}()
+		})
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
@@ -516,7 +514,7 @@ func WaitTCP(ctx context.Context, addr string) error {
 		defer cancel()
 	}
 	d := net.Dialer{Timeout: time.Second}
-	err := PollEvery(ctx, readyPollInterval, func(ctx context.Context) error {
+	return WaitFor(ctx, readyPollInterval, addr+" not reachable", func(ctx context.Context) error {
 		conn, err := d.DialContext(ctx, "tcp", addr)
 		if err != nil {
 			return err
@@ -530,10 +528,6 @@ func WaitTCP(ctx context.Context, addr string) error {
 		}
 		return nil
 	})
-	if err != nil {
-		return fmt.Errorf("%s not reachable: %w", addr, err)
-	}
-	return nil
 }
 
 // RunSetup runs a set-up command (mariadb-install-db, initdb) in dir to

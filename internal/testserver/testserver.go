@@ -191,6 +191,15 @@ func PollEvery(ctx context.Context, interval time.Duration, f func(context.Conte
 	return err
 }
 
+// WaitFor is PollEvery whose error, when ctx ends first, starts with
+// failure: "redis cluster not healthy: ...".
+func WaitFor(ctx context.Context, interval time.Duration, failure string, f func(context.Context) error) error {
+	if err := PollEvery(ctx, interval, f); err != nil {
+		return fmt.Errorf("%s: %w", failure, err)
+	}
+	return nil
+}
+
 // PollFor calls f every interval until it returns no error or ctx ends,
 // and then returns f's last result.
 func PollFor[T any](ctx context.Context, interval time.Duration, f func(context.Context) (T, error)) (T, error) {

@@ -93,10 +93,7 @@ func (c *RedisClusterServer) Addrs() []string { return addrsOf(c.Nodes) }
 // WaitHealthy waits until every running node reports cluster_state:ok with
 // all 16384 slots served and knows every other node.
 func (c *RedisClusterServer) WaitHealthy(ctx context.Context) error {
-	if err := testserver.PollEvery(ctx, 50*time.Millisecond, c.healthy); err != nil {
-		return fmt.Errorf("redis cluster not healthy: %w", err)
-	}
-	return nil
+	return testserver.WaitFor(ctx, 50*time.Millisecond, "redis cluster not healthy", c.healthy)
 }
 
 func (c *RedisClusterServer) healthy(ctx context.Context) error {

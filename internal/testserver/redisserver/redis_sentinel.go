@@ -142,10 +142,7 @@ func (s *RedisSentinelServer) SentinelAddrs() []string { return addrsOf(s.Sentin
 // WaitReady waits until every running sentinel sees the master up, with all
 // running replicas and all other running sentinels.
 func (s *RedisSentinelServer) WaitReady(ctx context.Context) error {
-	if err := testserver.PollEvery(ctx, 50*time.Millisecond, s.ready); err != nil {
-		return fmt.Errorf("redis sentinel not ready: %w", err)
-	}
-	return nil
+	return testserver.WaitFor(ctx, 50*time.Millisecond, "redis sentinel not ready", s.ready)
 }
 
 func (s *RedisSentinelServer) ready(ctx context.Context) error {

@@ -213,10 +213,7 @@ func zkLeads(ctx context.Context, n *ZooKeeperNode) error {
 // WaitServing polls until every running node serves (as standalone, leader
 // or follower) and there is a leader, or ctx ends.
 func (z *ZooKeeperServer) WaitServing(ctx context.Context) error {
-	if err := testserver.PollEvery(ctx, 50*time.Millisecond, z.serving); err != nil {
-		return fmt.Errorf("zookeeper not serving: %w", err)
-	}
-	return nil
+	return testserver.WaitFor(ctx, 50*time.Millisecond, "zookeeper not serving", z.serving)
 }
 
 func (z *ZooKeeperServer) serving(ctx context.Context) error {
