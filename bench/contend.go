@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/golocker/locker/internal/driverkit"
 )
 
 // Params is the load of a contended run.
@@ -64,11 +66,9 @@ func Contend(ctx context.Context, hs []Handle, p Params, start time.Time, inside
 	per := make([]Result, len(hs))
 	var wg sync.WaitGroup
 	for i, h := range hs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			per[i] = contendOne(runCtx, h, p, inside)
-		}()
+		})
 	}
 	wg.Wait()
 	return Merge(per...)
@@ -95,7 +95,7 @@ func contendOne(runCtx context.Context, h Handle, p Params, inside *atomic.Int32
 				break
 			}
 			fail("lock", err)
-			sleep(runCtx, p.Think)
+			driverkit.Sleep(runCtx, p.Think)
 			continue
 		}
 		acquired := time.Now()
@@ -113,19 +113,9 @@ func contendOne(runCtx context.Context, h Handle, p Params, inside *atomic.Int32
 			fail("unlock", err)
 		}
 		cancel()
-		sleep(runCtx, p.Think)
+		driverkit.Sleep(runCtx, p.Think)
 	}
 	return r
-}
-
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
 }
 
 // Merge combines the results of several processes, or of the handles of

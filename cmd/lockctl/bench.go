@@ -66,9 +66,7 @@ func contend(ctx context.Context, clients []*locker.Client, name string, d, hold
 	var wg sync.WaitGroup
 	start := time.Now()
 	for i, c := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			m := c.NewMutex(name)
 			var waits []time.Duration
 			for time.Now().Before(end) {
@@ -93,7 +91,7 @@ func contend(ctx context.Context, clients []*locker.Client, name string, d, hold
 			mu.Lock()
 			res.waits = append(res.waits, waits...)
 			mu.Unlock()
-		}()
+		})
 	}
 	wg.Wait()
 	res.elapsed = time.Since(start)
