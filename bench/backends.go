@@ -20,7 +20,6 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
 
-	"github.com/golocker/locker"
 	_ "github.com/golocker/locker/etcdlock"  // etcd://
 	_ "github.com/golocker/locker/mongolock" // mongodb://
 	_ "github.com/golocker/locker/mysqllock" // mysql://, postgres://, sqlite://
@@ -149,23 +148,7 @@ func golockerURL(backend, target, name string) string {
 // openGolockerURL opens golocker on a backend with default options: one
 // Client per handle or one Client for every handle.
 func openGolockerURL(backend string, shared bool) func(ctx context.Context, target, name string, n int, _ time.Duration) (*Set, error) {
-	return func(ctx context.Context, target, name string, n int, _ time.Duration) (*Set, error) {
-		s := &Set{}
-		var c *locker.Client
-		u := golockerURL(backend, target, name)
-		for i := 0; i < n; i++ {
-			if c == nil || !shared {
-				var err error
-				if c, err = locker.Open(ctx, u); err != nil {
-					_ = s.Close()
-					return nil, err
-				}
-				s.closers = append(s.closers, c.Close)
-			}
-			s.Handles = append(s.Handles, golockerHandle{c.NewMutex(name)})
-		}
-		return s, nil
-	}
+	return openGolockerAt(shared, func(target, name string) string { return golockerURL(backend, target, name) })
 }
 
 // openEtcdMutex opens etcd's own recipe: one concurrency.Session (default
@@ -173,32 +156,26 @@ func openGolockerURL(backend string, shared bool) func(ctx context.Context, targ
 // handle (own) or one client for every handle (shared).
 func openEtcdMutex(shared bool) func(ctx context.Context, target, name string, n int, _ time.Duration) (*Set, error) {
 	return func(ctx context.Context, target, name string, n int, _ time.Duration) (*Set, error) {
-		s := &Set{}
-		var cli *clientv3.Client
-		for i := 0; i < n; i++ {
-			if cli == nil || !shared {
-				var err error
-				cli, err = clientv3.New(clientv3.Config{
-					Endpoints:   strings.Split(target, ","),
-					DialTimeout: 5 * time.Second,
-					Logger:      zap.NewNop(),
-					Context:     context.WithoutCancel(ctx),
-				})
-				if err != nil {
-					_ = s.Close()
-					return nil, err
-				}
-				s.closers = append(s.closers, cli.Close)
+		return openSet(n, shared, func() (*clientv3.Client, func() error, error) {
+			cli, err := clientv3.New(clientv3.Config{
+				Endpoints:   strings.Split(target, ","),
+				DialTimeout: 5 * time.Second,
+				Logger:      zap.NewNop(),
+				Context:     context.WithoutCancel(ctx),
+			})
+			if err != nil {
+				return nil, nil, err
 			}
+			return cli, cli.Close, nil
+		}, func(s *Set, cli *clientv3.Client) error {
 			sess, err := concurrency.NewSession(cli, concurrency.WithContext(context.WithoutCancel(ctx)))
 			if err != nil {
-				_ = s.Close()
-				return nil, err
+				return err
 			}
 			s.closers = append(s.closers, sess.Close)
 			s.Handles = append(s.Handles, etcdMutexHandle{concurrency.NewMutex(sess, "/bench-stock/"+name)})
-		}
-		return s, nil
+			return nil
+		})
 	}
 }
 
@@ -220,21 +197,19 @@ func (zkNopLogger) Printf(string, ...any) {}
 // (own) or one for every handle (shared).
 func openZKLock(shared bool) func(ctx context.Context, target, name string, n int, _ time.Duration) (*Set, error) {
 	return func(ctx context.Context, target, name string, n int, _ time.Duration) (*Set, error) {
-		s := &Set{}
-		var conn *zk.Conn
 		path := "/bench-stock/" + strings.ReplaceAll(name, "/", "_")
-		for i := 0; i < n; i++ {
-			if conn == nil || !shared {
-				var err error
-				conn, _, err = zk.Connect(strings.Split(target, ","), zkSessionTimeout, zk.WithLogger(zkNopLogger{}))
-				if err != nil {
-					_ = s.Close()
-					return nil, err
-				}
-				c := conn
-				s.closers = append(s.closers, func() error { c.Close(); return nil })
+		s, err := openSet(n, shared, func() (*zk.Conn, func() error, error) {
+			conn, _, err := zk.Connect(strings.Split(target, ","), zkSessionTimeout, zk.WithLogger(zkNopLogger{}))
+			if err != nil {
+				return nil, nil, err
 			}
+			return conn, func() error { conn.Close(); return nil }, nil
+		}, func(s *Set, conn *zk.Conn) error {
 			s.Handles = append(s.Handles, &zkLockHandle{l: zk.NewLock(conn, path, zk.WorldACL(zk.PermAll))})
+			return nil
+		})
+		if err != nil {
+			return nil, err
 		}
 		// The closers run in reverse order: wait for the abandoned Locks
 		// after the connections are closed (which ends them).
@@ -393,17 +368,11 @@ func MySQLCounter(db *sql.DB) Counter {
 // one warm-up Lock+Unlock per handle), with lock name name. count, if not
 // nil, gives Calls (requests per run); AllCalls is then the same.
 func RunBackend(ctx context.Context, cfg Config, target, name string, n int, p Params, count Counter) (Measurement, error) {
-	set, err := cfg.Open(ctx, target, name, n, p.Duration+time.Minute)
+	set, err := openWarm(ctx, cfg, target, name, n, p.Duration+time.Minute)
 	if err != nil {
 		return Measurement{}, err
 	}
 	defer set.Close()
-	wctx, cancel := context.WithTimeout(ctx, time.Minute)
-	err = WarmUp(wctx, set.Handles)
-	cancel()
-	if err != nil {
-		return Measurement{}, err
-	}
 	// A short contended run, not measured, first: the server's contended
 	// paths (a JVM's just-in-time compiler, caches) are then warm for
 	// every configuration, not only for those that run after another.
@@ -423,7 +392,7 @@ func RunBackend(ctx context.Context, cfg Config, target, name string, n int, p P
 	// would stall the start of the measured run. Each handle takes the
 	// lock once more, one after another, so the run starts from a settled
 	// queue.
-	wctx, cancel = context.WithTimeout(ctx, time.Minute)
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
 	err = WarmUp(wctx, set.Handles)
 	cancel()
 	if err != nil {

@@ -102,22 +102,49 @@ func ConfigByName(name string) (Config, bool) {
 // connections as separate processes would, or one Client shared by every
 // handle.
 func openGolocker(shared bool, query string) func(ctx context.Context, addr, name string, n int, _ time.Duration) (*Set, error) {
-	return func(ctx context.Context, addr, name string, n int, _ time.Duration) (*Set, error) {
-		s := &Set{}
-		var c *locker.Client
-		for i := 0; i < n; i++ {
-			if c == nil || !shared {
-				var err error
-				if c, err = locker.Open(ctx, "redis://"+addr+query); err != nil {
-					_ = s.Close()
-					return nil, err
-				}
-				s.closers = append(s.closers, c.Close)
+	return openGolockerAt(shared, func(addr, _ string) string { return "redis://" + addr + query })
+}
+
+// openGolockerAt opens golocker on the URL that url makes of the target,
+// with one Client per handle or one Client shared by every handle.
+func openGolockerAt(shared bool, url func(target, name string) string) func(ctx context.Context, target, name string, n int, _ time.Duration) (*Set, error) {
+	return func(ctx context.Context, target, name string, n int, _ time.Duration) (*Set, error) {
+		u := url(target, name) // once: every Client of the Set on the same URL
+		return openSet(n, shared, func() (*locker.Client, func() error, error) {
+			c, err := locker.Open(ctx, u)
+			if err != nil {
+				return nil, nil, err
 			}
+			return c, c.Close, nil
+		}, func(s *Set, c *locker.Client) error {
 			s.Handles = append(s.Handles, golockerHandle{c.NewMutex(name)})
-		}
-		return s, nil
+			return nil
+		})
 	}
+}
+
+// openSet returns a Set of n handles that newHandle adds on connections
+// that dial opens (returning how to close them): one connection per
+// handle, or one shared by every handle. Set.Close closes them.
+func openSet[C any](n int, shared bool, dial func() (C, func() error, error), newHandle func(s *Set, c C) error) (*Set, error) {
+	s := &Set{}
+	var c C
+	for i := range n {
+		if i == 0 || !shared {
+			conn, closeConn, err := dial()
+			if err != nil {
+				_ = s.Close()
+				return nil, err
+			}
+			c = conn
+			s.closers = append(s.closers, closeConn)
+		}
+		if err := newHandle(s, c); err != nil {
+			_ = s.Close()
+			return nil, err
+		}
+	}
+	return s, nil
 }
 
 // OpenDriver returns a handle that uses golocker's Redis driver directly
@@ -144,33 +171,47 @@ func OpenBackendDriver(ctx context.Context, backend, target, name string) (Handl
 	return &driverHandle{d: c.Driver(), name: name}, c.Close, nil
 }
 
+// held is what a handle's Lock obtained (a driver's lease, a bsm lock)
+// until its Unlock releases it.
+type held struct {
+	r interface{ Release(context.Context) error }
+}
+
+// hold keeps r, unless err says the Lock that returned it failed.
+func (h *held) hold(r interface{ Release(context.Context) error }, err error) error {
+	if err != nil {
+		return err
+	}
+	h.r = r
+	return nil
+}
+
+// release releases what the last Lock obtained; lib names the library in
+// the error when there is nothing to release.
+func (h *held) release(ctx context.Context, lib string) error {
+	if h.r == nil {
+		return fmt.Errorf("%s: unlock: not held", lib)
+	}
+	err := h.r.Release(ctx)
+	h.r = nil
+	return err
+}
+
 type driverHandle struct {
-	d     backend.Driver
-	name  string
-	n     int
-	lease backend.Lease
+	d    backend.Driver
+	name string
+	n    int
+	held
 }
 
 func (h *driverHandle) Lock(ctx context.Context) error {
 	h.n++
 	// One attempt: the driver handle is only used uncontended (the wait
 	// itself is package locker's since SPI v2).
-	l, err := h.d.Acquire(ctx, backend.Request{Name: h.name, Owner: "bench-driver/" + strconv.Itoa(h.n), TTL: locker.DefaultTTL})
-	if err != nil {
-		return err
-	}
-	h.lease = l
-	return nil
+	return h.hold(h.d.Acquire(ctx, backend.Request{Name: h.name, Owner: "bench-driver/" + strconv.Itoa(h.n), TTL: locker.DefaultTTL}))
 }
 
-func (h *driverHandle) Unlock(ctx context.Context) error {
-	if h.lease == nil {
-		return errors.New("driver: unlock: not held")
-	}
-	err := h.lease.Release(ctx)
-	h.lease = nil
-	return err
-}
+func (h *driverHandle) Unlock(ctx context.Context) error { return h.release(ctx, "driver") }
 
 type golockerHandle struct{ m *locker.Mutex }
 
@@ -244,23 +285,11 @@ type bsmHandle struct {
 	c     *bsm.Client
 	key   string
 	retry func() bsm.RetryStrategy
-	lock  *bsm.Lock
+	held
 }
 
 func (h *bsmHandle) Lock(ctx context.Context) error {
-	l, err := h.c.Obtain(ctx, h.key, PeerTTL, &bsm.Options{RetryStrategy: h.retry()})
-	if err != nil {
-		return err
-	}
-	h.lock = l
-	return nil
+	return h.hold(h.c.Obtain(ctx, h.key, PeerTTL, &bsm.Options{RetryStrategy: h.retry()}))
 }
 
-func (h *bsmHandle) Unlock(ctx context.Context) error {
-	if h.lock == nil {
-		return fmt.Errorf("bsm: unlock: not held")
-	}
-	err := h.lock.Release(ctx)
-	h.lock = nil
-	return err
-}
+func (h *bsmHandle) Unlock(ctx context.Context) error { return h.release(ctx, "bsm") }

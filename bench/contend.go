@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/golocker/locker/internal/driverkit"
 )
 
 // Params is the load of a contended run.
@@ -64,26 +66,12 @@ func Contend(ctx context.Context, hs []Handle, p Params, start time.Time, inside
 	per := make([]Result, len(hs))
 	var wg sync.WaitGroup
 	for i, h := range hs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			per[i] = contendOne(runCtx, h, p, inside)
-		}()
+		})
 	}
 	wg.Wait()
-
-	var r Result
-	for _, x := range per {
-		r.Counts = append(r.Counts, x.Counts[0])
-		r.Waits = append(r.Waits, x.Waits...)
-		r.Intervals = append(r.Intervals, x.Intervals...)
-		r.Overlaps += x.Overlaps
-		r.Errors += x.Errors
-		if r.FirstError == "" {
-			r.FirstError = x.FirstError
-		}
-	}
-	return r
+	return Merge(per...)
 }
 
 // contendOne is one handle's loop: Lock, hold, Unlock, think, until
@@ -107,7 +95,7 @@ func contendOne(runCtx context.Context, h Handle, p Params, inside *atomic.Int32
 				break
 			}
 			fail("lock", err)
-			sleep(runCtx, p.Think)
+			driverkit.Sleep(runCtx, p.Think)
 			continue
 		}
 		acquired := time.Now()
@@ -125,22 +113,13 @@ func contendOne(runCtx context.Context, h Handle, p Params, inside *atomic.Int32
 			fail("unlock", err)
 		}
 		cancel()
-		sleep(runCtx, p.Think)
+		driverkit.Sleep(runCtx, p.Think)
 	}
 	return r
 }
 
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
-}
-
-// Merge combines the results of several processes.
+// Merge combines the results of several processes, or of the handles of
+// one (each handle's Result has one count).
 func Merge(rs ...Result) Result {
 	var m Result
 	for _, r := range rs {

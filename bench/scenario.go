@@ -57,17 +57,11 @@ func (s Scenario) Run(ctx context.Context, cfg Config, addr, exe string, p Param
 	var r Result
 	var procCounts []int
 	if s.Procs == 0 {
-		set, err := cfg.Open(ctx, addr, lockName, s.Handles, p.Duration+time.Minute)
+		set, err := openWarm(ctx, cfg, addr, lockName, s.Handles, p.Duration+time.Minute)
 		if err != nil {
 			return Measurement{}, err
 		}
 		defer set.Close()
-		wctx, cancel := context.WithTimeout(ctx, time.Minute)
-		err = WarmUp(wctx, set.Handles)
-		cancel()
-		if err != nil {
-			return Measurement{}, err
-		}
 		if err := snap(&before)(); err != nil {
 			return Measurement{}, err
 		}

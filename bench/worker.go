@@ -88,14 +88,11 @@ func runWorker(out *json.Encoder) error {
 
 	ctx, cancel := context.WithTimeout(context.Background(), workerSetupTimeout)
 	defer cancel()
-	set, err := cfg.Open(ctx, spec.Addr, spec.Name, spec.Handles, spec.Params.Duration+workerWaitTimeout)
+	set, err := openWarm(ctx, cfg, spec.Addr, spec.Name, spec.Handles, spec.Params.Duration+workerWaitTimeout)
 	if err != nil {
 		return err
 	}
 	defer set.Close()
-	if err := WarmUp(ctx, set.Handles); err != nil {
-		return err
-	}
 	if err := out.Encode(workerMsg{Ready: true}); err != nil {
 		return err
 	}
@@ -129,6 +126,23 @@ func runWorker(out *json.Encoder) error {
 		}
 		return nil
 	}
+}
+
+// openWarm opens n handles of cfg on the lock name at addr, as cfg.Open
+// does, and warms them up with WarmUp within a minute. The caller closes
+// the set.
+func openWarm(ctx context.Context, cfg Config, addr, name string, n int, maxWait time.Duration) (*Set, error) {
+	set, err := cfg.Open(ctx, addr, name, n, maxWait)
+	if err != nil {
+		return nil, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := WarmUp(wctx, set.Handles); err != nil {
+		set.Close()
+		return nil, err
+	}
+	return set, nil
 }
 
 // WarmUp locks and unlocks once with each handle in turn, so that

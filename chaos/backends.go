@@ -63,12 +63,28 @@ type restartable interface {
 	Restart(ctx context.Context) error
 }
 
-func killRestart(s restartable, note string) func(ctx context.Context, _ string) (func(context.Context) error, string, error) {
-	return func(ctx context.Context, _ string) (func(context.Context) error, string, error) {
+// killRestart is a topology's inject for a single server s: it kills s,
+// and its undo restarts s.
+func killRestart(s restartable, note string) func(ctx context.Context, name string) (func(context.Context) error, string, error) {
+	return killAndRecover(func(context.Context, string) (restartable, error) { return s, nil },
+		func(restartable) string { return note },
+		func(ctx context.Context, s restartable) error { return s.Restart(ctx) })
+}
+
+// killAndRecover is a topology's inject that kills the server find picks
+// for the lock name (the leader, the master), named by note; its undo is
+// recover, which restarts that server and waits for what the backend
+// needs (a failover, a healthy cluster).
+func killAndRecover[S restartable](find func(ctx context.Context, name string) (S, error), note func(S) string, recover func(context.Context, S) error) func(ctx context.Context, name string) (func(context.Context) error, string, error) {
+	return func(ctx context.Context, name string) (func(context.Context) error, string, error) {
+		s, err := find(ctx, name)
+		if err != nil {
+			return nil, "", err
+		}
 		if err := s.Kill(); err != nil {
 			return nil, "", err
 		}
-		return s.Restart, note, nil
+		return func(ctx context.Context) error { return recover(ctx, s) }, note(s), nil
 	}
 }
 
@@ -84,27 +100,18 @@ func startRedis(t testserver.TB, _ time.Duration) *topology {
 
 func startSentinel(t testserver.TB, _ time.Duration) *topology {
 	s := redisserver.RedisSentinel(t)
-	if len(s.Servers) == 0 {
-		t.Fatalf("chaos: the sentinels named by the environment cannot be failed over")
-	}
+	requireOwn(t, len(s.Servers), "the sentinels", "be failed over")
 	return &topology{
 		url: func([]string) string {
 			return "redis+sentinel://" + strings.Join(s.SentinelAddrs(), ",") + "/" + s.MasterName
 		},
 		serverFault: fFailover,
-		inject: func(ctx context.Context, _ string) (func(context.Context) error, string, error) {
-			old, err := s.Master(ctx)
-			if err != nil {
-				return nil, "", err
-			}
-			if err := old.Kill(); err != nil {
-				return nil, "", err
-			}
-			return func(ctx context.Context) error {
+		inject: killAndRecover(func(ctx context.Context, _ string) (*redisserver.RedisServer, error) { return s.Master(ctx) },
+			masterNote,
+			func(ctx context.Context, old *redisserver.RedisServer) error {
 				_, ferr := s.WaitFailover(ctx, old)
 				return errors.Join(ferr, old.Restart(ctx))
-			}, "master " + old.Addr, nil
-		},
+			}),
 	}
 }
 
@@ -117,91 +124,77 @@ func startCluster(t testserver.TB, _ time.Duration) *topology {
 		inject: func(ctx context.Context, name string) (func(context.Context) error, string, error) {
 			// The driver's key for name (redislock/keys.go): the default
 			// prefix and the name as the hash tag.
-			m, err := c.KeyOwner(ctx, "golocker:{"+name+"}")
-			if err != nil {
-				return nil, "", err
-			}
-			if err := m.Kill(); err != nil {
-				return nil, "", err
-			}
-			return func(ctx context.Context) error {
-				// The replica takes over after cluster-node-timeout; the
-				// old master comes back as its replica.
-				err := pollUntil(ctx, func() error {
-					n, err := c.KeyOwner(ctx, "golocker:{"+name+"}")
-					if err == nil && n == m {
-						err = errors.New("no failover yet")
-					}
-					return err
-				})
-				return errors.Join(err, m.Restart(ctx), c.WaitHealthy(ctx))
-			}, "master " + m.Addr, nil
+			key := "golocker:{" + name + "}"
+			return killAndRecover(func(ctx context.Context, _ string) (*redisserver.RedisServer, error) { return c.KeyOwner(ctx, key) },
+				masterNote,
+				func(ctx context.Context, m *redisserver.RedisServer) error {
+					// The replica takes over after cluster-node-timeout;
+					// the old master comes back as its replica.
+					err := pollUntil(ctx, func() error {
+						n, err := c.KeyOwner(ctx, key)
+						if err == nil && n == m {
+							err = errors.New("no failover yet")
+						}
+						return err
+					})
+					return errors.Join(err, m.Restart(ctx), c.WaitHealthy(ctx))
+				})(ctx, name)
 		},
 	}
 }
 
 func startEtcd(t testserver.TB, ttl time.Duration) *topology {
 	e := etcdserver.EtcdCluster(t)
-	if len(e.Members) == 0 {
-		t.Fatalf("chaos: an etcd named by the environment cannot have its leader killed")
-	}
+	requireOwn(t, len(e.Members), "an etcd", "have its leader killed")
 	return &topology{
 		upstreams: e.Endpoints,
 		url: func(a []string) string {
 			return fmt.Sprintf("etcd://%s/chaos?session_ttl=%ds", strings.Join(a, ","), int(ttl.Seconds()))
 		},
 		serverFault: fLeader,
-		inject: func(ctx context.Context, _ string) (func(context.Context) error, string, error) {
-			l, err := e.Leader(ctx)
-			if err != nil {
-				return nil, "", err
-			}
-			if err := l.Kill(); err != nil {
-				return nil, "", err
-			}
-			return func(ctx context.Context) error {
+		inject: killAndRecover(func(ctx context.Context, _ string) (*etcdserver.EtcdMember, error) { return e.Leader(ctx) },
+			func(l *etcdserver.EtcdMember) string { return l.Name },
+			func(ctx context.Context, l *etcdserver.EtcdMember) error {
 				_, err := e.WaitLeader(ctx, l)
 				return errors.Join(err, l.Restart(ctx))
-			}, l.Name, nil
-		},
+			}),
 	}
 }
 
 func startZK(t testserver.TB, ttl time.Duration) *topology {
 	z := zkserver.ZooKeeperEnsemble(t)
-	if len(z.Nodes) == 0 {
-		t.Fatalf("chaos: a ZooKeeper named by the environment cannot have its leader killed")
-	}
+	requireOwn(t, len(z.Nodes), "a ZooKeeper", "have its leader killed")
 	return &topology{
 		upstreams: z.Addrs,
 		url: func(a []string) string {
 			return fmt.Sprintf("zk://%s/chaos?session_timeout=%s", strings.Join(a, ","), ttl)
 		},
 		serverFault: fLeader,
-		inject: func(ctx context.Context, _ string) (func(context.Context) error, string, error) {
-			l, err := z.Leader(ctx)
-			if err != nil {
-				return nil, "", err
-			}
-			if err := l.Kill(); err != nil {
-				return nil, "", err
-			}
-			return func(ctx context.Context) error {
+		inject: killAndRecover(func(ctx context.Context, _ string) (*zkserver.ZooKeeperNode, error) { return z.Leader(ctx) },
+			(*zkserver.ZooKeeperNode).String,
+			func(ctx context.Context, l *zkserver.ZooKeeperNode) error {
 				return errors.Join(l.Restart(ctx), z.WaitServing(ctx))
-			}, l.String(), nil
-		},
+			}),
 	}
 }
 
 func sqlTopology(db *sqlserver.SQLDatabase) *topology {
-	if db.Server.Proc == nil {
-		return &topology{url: func([]string) string { return db.URL }}
+	return restartTopology(db.Server, db.Server.Proc != nil, db.Server.Addr, db.URL, db.Dialect)
+}
+
+// restartTopology is one server at addr, reached at rawURL (with a proxy's
+// address as its host), that the server fault kills and restarts. A server
+// that is not our own (the environment named it) gets neither proxy nor
+// server fault.
+func restartTopology(s restartable, own bool, addr, rawURL, note string) *topology {
+	if !own {
+		return &topology{url: func([]string) string { return rawURL }}
 	}
 	return &topology{
-		upstreams:   []string{db.Server.Addr},
-		url:         func(a []string) string { return withHost(db.URL, a[0]) },
+		upstreams:   []string{addr},
+		url:         func(a []string) string { return withHost(rawURL, a[0]) },
 		serverFault: fRestart,
-		inject:      killRestart(db.Server, db.Dialect),
+		inject:      killRestart(s, note),
 	}
 }
 
@@ -217,16 +210,20 @@ func startSQLite(t testserver.TB, _ time.Duration) *topology {
 
 func startMongo(t testserver.TB, _ time.Duration) *topology {
 	db := mongoserver.Mongo(t)
-	if db.Server.Proc == nil {
-		return &topology{url: func([]string) string { return db.URI }}
-	}
-	return &topology{
-		upstreams:   []string{db.Server.Addr},
-		url:         func(a []string) string { return withHost(db.URI, a[0]) },
-		serverFault: fRestart,
-		inject:      killRestart(db.Server, "mongo"),
+	return restartTopology(db.Server, db.Server.Proc != nil, db.Server.Addr, db.URI, "mongo")
+}
+
+// requireOwn fails the run when the topology has no servers of its own
+// (n is 0): servers that the environment named, what, cannot fault.
+func requireOwn(t testserver.TB, n int, what, fault string) {
+	t.Helper()
+	if n == 0 {
+		t.Fatalf("chaos: %s named by the environment cannot %s", what, fault)
 	}
 }
+
+// masterNote names a Redis master that a fault killed.
+func masterNote(m *redisserver.RedisServer) string { return "master " + m.Addr }
 
 // withHost returns raw with its host:port replaced by addr.
 func withHost(raw, addr string) string {

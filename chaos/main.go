@@ -233,13 +233,17 @@ func serverFaultName(r *runResult) string {
 }
 
 // durStats formats p50 and max of ds, or "—".
-func durStats(ds []time.Duration) string {
+func durStats(ds []time.Duration) string { return formatP50Max("p50 %s max %s (n=%d)", ds) }
+
+// formatP50Max formats the p50 and the max of ds, rounded to 10ms, and
+// their number with format, or returns "—" when there are none.
+func formatP50Max(format string, ds []time.Duration) string {
 	if len(ds) == 0 {
 		return "—"
 	}
 	s := slices.Clone(ds)
 	slices.Sort(s)
-	return fmt.Sprintf("p50 %s max %s (n=%d)", s[len(s)/2].Round(10*time.Millisecond), s[len(s)-1].Round(10*time.Millisecond), len(s))
+	return fmt.Sprintf(format, s[len(s)/2].Round(10*time.Millisecond), s[len(s)-1].Round(10*time.Millisecond), len(s))
 }
 
 func serversRequired() bool {

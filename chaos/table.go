@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -90,14 +89,7 @@ func parseDurs(ss []string) []time.Duration {
 	return out
 }
 
-func p50max(ds []time.Duration) string {
-	if len(ds) == 0 {
-		return "—"
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	return fmt.Sprintf("%s / %s (n=%d)", s[len(s)/2].Round(10*time.Millisecond), s[len(s)-1].Round(10*time.Millisecond), len(s))
-}
+func p50max(ds []time.Duration) string { return formatP50Max("%s / %s (n=%d)", ds) }
 
 // recheck runs the check again on every run of a results directory (its
 // .history and .json files), rewrites the JSON files and prints each run's

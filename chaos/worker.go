@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/golocker/locker"
+	"github.com/golocker/locker/internal/driverkit"
 )
 
 // workerCmd is the hidden first argument that makes this program a worker:
@@ -118,7 +119,7 @@ func runWorker(args []string) error {
 				return nil
 			}
 			// A backend that is down fails at once: do not spin.
-			sleepCtx(ctx, 50*time.Millisecond)
+			driverkit.Sleep(ctx, 50*time.Millisecond)
 			continue
 		}
 		tok := m.Token()
@@ -127,7 +128,7 @@ func runWorker(args []string) error {
 		// by the token on both requests.
 		v, rok, err := fc.read(name, tok)
 		if err == nil && rok {
-			sleepCtx(ctx, workerHoldMin+rand.N(workerHoldMax-workerHoldMin))
+			driverkit.Sleep(ctx, workerHoldMin+rand.N(workerHoldMax-workerHoldMin))
 			var wok bool
 			wok, err = fc.write(name, tok, v, v+1)
 			emit(evWrite, name, tok, map[bool]string{true: "ok", false: "refused"}[wok])
@@ -156,15 +157,6 @@ func runWorker(args []string) error {
 		}
 	}
 	return nil
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
 }
 
 // fenceClient talks to the coordinator's fenced resource.

@@ -241,34 +241,24 @@ func BenchmarkRecorder(b *testing.B) {
 	end := locker.AcquireEnd{Name: "orders/42", Op: "lock", Outcome: locker.OutcomeAcquired, Wait: time.Millisecond, Token: 7}
 	held := locker.HoldEnd{Name: "orders/42", Token: 7, Held: time.Second, Reason: locker.Released}
 	ren := locker.Renewal{Name: "orders/42", Token: 7}
-	b.Run("AcquireStarted", func(b *testing.B) {
-		r := NewRecorder()
-		b.ReportAllocs()
-		for b.Loop() {
-			r.AcquireStarted(ctx, start)
-		}
-	})
-	b.Run("AcquireEnded", func(b *testing.B) {
-		r := NewRecorder()
-		b.ReportAllocs()
-		for b.Loop() {
-			r.AcquireEnded(ctx, end)
-		}
-	})
-	b.Run("HoldEnded", func(b *testing.B) {
-		r := NewRecorder()
-		b.ReportAllocs()
-		for b.Loop() {
-			r.HoldEnded(ctx, held)
-		}
-	})
-	b.Run("Renewed", func(b *testing.B) {
-		r := NewRecorder()
-		b.ReportAllocs()
-		for b.Loop() {
-			r.Renewed(ren)
-		}
-	})
+	// One event on a fresh Recorder, over and over.
+	for _, ev := range []struct {
+		name string
+		on   func(r *Recorder)
+	}{
+		{"AcquireStarted", func(r *Recorder) { r.AcquireStarted(ctx, start) }},
+		{"AcquireEnded", func(r *Recorder) { r.AcquireEnded(ctx, end) }},
+		{"HoldEnded", func(r *Recorder) { r.HoldEnded(ctx, held) }},
+		{"Renewed", func(r *Recorder) { r.Renewed(ren) }},
+	} {
+		b.Run(ev.name, func(b *testing.B) {
+			r := NewRecorder()
+			b.ReportAllocs()
+			for b.Loop() {
+				ev.on(r)
+			}
+		})
+	}
 	// One lock's events (start, end, hold end) from every P at once.
 	b.Run("lock_cycle_parallel", func(b *testing.B) {
 		r := NewRecorder()

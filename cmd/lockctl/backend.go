@@ -60,3 +60,35 @@ func open(ctx context.Context, g globals, e env, opts ...locker.Option) (*locker
 	}
 	return c, locker.Redact(u), nil
 }
+
+// sharedBackend opens the backend g names, checks that it is shared between
+// processes, as the worker processes of cmd (demo, load) need, and closes
+// it. It returns the backend as shown to the user; hint ends the error
+// that refuses a backend.
+func sharedBackend(ctx context.Context, g globals, e env, cmd, hint string) (shown string, err error) {
+	c, shown, err := open(ctx, g, e)
+	if err != nil {
+		return "", err
+	}
+	crossProcess := c.Capabilities().CrossProcess
+	_ = c.Close()
+	if !crossProcess {
+		return "", fail(exitUsage, "%s needs a backend shared between processes; %s is not%s", cmd, shown, hint)
+	}
+	return shown, nil
+}
+
+// workerFiles returns this executable, which cmd starts as its worker
+// processes, and a new temp directory for the files they share, which the
+// caller removes.
+func workerFiles(cmd string) (self, dir string, err error) {
+	self, err = os.Executable()
+	if err != nil {
+		return "", "", fail(exitFailure, "%s: %v", cmd, err)
+	}
+	dir, err = os.MkdirTemp("", "lockctl-"+cmd+"-")
+	if err != nil {
+		return "", "", fail(exitFailure, "%s: %v", cmd, err)
+	}
+	return self, dir, nil
+}

@@ -20,12 +20,10 @@ func cmdBench(ctx context.Context, g globals, args []string, e env) error {
 	fs.Var(&hold, "hold", "how long each acquisition holds the lock")
 	fs.Var(&think, "think", "pause between a release and the next Lock")
 	name := fs.String("name", "lockctl-bench", "lock name")
-	pos, _, dash, err := parseArgs(fs, args)
-	switch {
-	case err != nil:
+	if err := parseNoArgs(fs, args, ""); err != nil {
 		return err
-	case len(pos) > 0 || dash:
-		return usage("bench takes no arguments")
+	}
+	switch {
 	case *workers < 1 || *workers > 1024:
 		return usage("bench: --workers must be between 1 and 1024")
 	case duration.d <= 0 || duration.d > time.Hour:
@@ -68,9 +66,7 @@ func contend(ctx context.Context, clients []*locker.Client, name string, d, hold
 	var wg sync.WaitGroup
 	start := time.Now()
 	for i, c := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			m := c.NewMutex(name)
 			var waits []time.Duration
 			for time.Now().Before(end) {
@@ -95,7 +91,7 @@ func contend(ctx context.Context, clients []*locker.Client, name string, d, hold
 			mu.Lock()
 			res.waits = append(res.waits, waits...)
 			mu.Unlock()
-		}()
+		})
 	}
 	wg.Wait()
 	res.elapsed = time.Since(start)

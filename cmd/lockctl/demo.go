@@ -48,33 +48,20 @@ type event struct {
 
 func cmdDemo(ctx context.Context, g globals, args []string, e env) error {
 	fs := newFlags("demo", &g)
-	pos, _, dash, err := parseArgs(fs, args)
-	if err != nil {
+	if err := parseNoArgs(fs, args, ""); err != nil {
 		return err
-	}
-	if len(pos) > 0 || dash {
-		return usage("demo takes no arguments")
 	}
 	u, _, err := backendURL(g, e)
 	if err != nil {
 		return fail(exitBackend, "%v", err)
 	}
-	c, shown, err := open(ctx, g, e)
+	shown, err := sharedBackend(ctx, g, e, "demo", " (leave --url unset for the embedded SQLite default)")
 	if err != nil {
 		return err
 	}
-	caps := c.Capabilities()
-	_ = c.Close()
-	if !caps.CrossProcess {
-		return fail(exitUsage, "demo needs a backend shared between processes; %s is not (leave --url unset for the embedded SQLite default)", shown)
-	}
-	self, err := os.Executable()
+	self, dir, err := workerFiles("demo")
 	if err != nil {
-		return fail(exitFailure, "demo: %v", err)
-	}
-	dir, err := os.MkdirTemp("", "lockctl-demo-")
-	if err != nil {
-		return fail(exitFailure, "demo: %v", err)
+		return err
 	}
 	defer os.RemoveAll(dir)
 	led := &ledger{path: filepath.Join(dir, "ledger.json")}

@@ -352,8 +352,8 @@ func b2i(b bool) int {
 	return 0
 }
 
-// checkScreenshot checks that path is a PNG of a page, not a blank image.
-func checkScreenshot(t *testing.T, path string) {
+// readPNG decodes the PNG file at path.
+func readPNG(t *testing.T, path string) image.Image {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
@@ -364,6 +364,14 @@ func checkScreenshot(t *testing.T, path string) {
 	if err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
+	return img
+}
+
+// checkScreenshot checks that path is a PNG of a page, not a blank image,
+// and returns the image.
+func checkScreenshot(t *testing.T, path string) image.Image {
+	t.Helper()
+	img := readPNG(t, path)
 	b := img.Bounds()
 	if b.Dx() < 800 || b.Dy() < 400 {
 		t.Errorf("%s is %dx%d, want at least 800x400", path, b.Dx(), b.Dy())
@@ -387,6 +395,7 @@ func checkScreenshot(t *testing.T, path string) {
 	if dark := darkPixels(img, image.Rect(b.Min.X, b.Min.Y, b.Min.X+400, b.Min.Y+60)); dark < 50 {
 		t.Errorf("%s: the header area has %d dark pixels, want the page's title", path, dark)
 	}
+	return img
 }
 
 func darkPixels(img image.Image, r image.Rectangle) int {

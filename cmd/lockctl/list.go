@@ -24,12 +24,8 @@ func cmdList(ctx context.Context, g globals, args []string, e env) error {
 	fs := newFlags("list", &g)
 	prefix := fs.String("prefix", "", "only locks whose names start with this")
 	asJSON := fs.Bool("json", false, "print JSON")
-	pos, _, dash, err := parseArgs(fs, args)
-	if err != nil {
+	if err := parseNoArgs(fs, args, " (use --prefix)"); err != nil {
 		return err
-	}
-	if len(pos) > 0 || dash {
-		return usage("list takes no arguments (use --prefix)")
 	}
 	c, u, err := open(ctx, g, e)
 	if err != nil {

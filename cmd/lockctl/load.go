@@ -62,14 +62,9 @@ func cmdLoad(ctx context.Context, g globals, args []string, e env) error {
 		return fail(exitBackend, "%v", err)
 	}
 	g.url = sessionURL(u, s.TTL.std())
-	c, shown, err := open(ctx, g, e)
+	shown, err := sharedBackend(ctx, g, e, "load", "")
 	if err != nil {
 		return err
-	}
-	crossProcess := c.Capabilities().CrossProcess
-	_ = c.Close()
-	if !crossProcess {
-		return fail(exitUsage, "load needs a backend shared between processes; %s is not", shown)
 	}
 	if *out == "" {
 		*out = "load-" + s.Name + "-" + time.Now().UTC().Format("20060102T150405Z")
@@ -77,13 +72,9 @@ func cmdLoad(ctx context.Context, g globals, args []string, e env) error {
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return fail(exitFailure, "load: %v", err)
 	}
-	self, err := os.Executable()
+	self, tmp, err := workerFiles("load")
 	if err != nil {
-		return fail(exitFailure, "load: %v", err)
-	}
-	tmp, err := os.MkdirTemp("", "lockctl-load-")
-	if err != nil {
-		return fail(exitFailure, "load: %v", err)
+		return err
 	}
 	defer os.RemoveAll(tmp)
 	b, err := json.MarshalIndent(s, "", "  ")

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"image"
 	"image/color"
-	"image/png"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -132,14 +131,7 @@ func checkLoad(t *testing.T, sc string, rep *loadReport) {
 			t.Errorf("%d acquisitions, want 20 at least", s.Acquisitions)
 		}
 	case "crash-stall":
-		kills, stops := 0, 0
-		for _, f := range s.Faults {
-			if f.Kind == "kill" {
-				kills++
-			} else {
-				stops++
-			}
-		}
+		kills, stops := countFaults(s.Faults)
 		if kills == 0 || stops == 0 {
 			t.Fatalf("%d kills and %d stops, want both", kills, stops)
 		}
@@ -240,16 +232,7 @@ func TestLoadReportInChromium(t *testing.T) {
 	_, page := loadRun(t, sharedURL(t), "hot-name", "--duration", "2s", "--workers", "3")
 	shot := filepath.Join(t.TempDir(), "report.png")
 	screenshot(t, page, shot, 2000)
-	checkScreenshot(t, shot)
-	f, err := os.Open(shot)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	img, err := png.Decode(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	img := checkScreenshot(t, shot)
 	// The charts start below the summary table (about 350px down); each of
 	// the colours of the throughput, wait and hand-off charts is there.
 	b := img.Bounds()

@@ -74,14 +74,9 @@ func TestLoadReportForDocs(t *testing.T) {
 				rep, page := loadRun(t, u, sc, "--duration", d)
 				s := rep.Summary
 				if sc == "crash-stall" {
-					kills := 0
-					for _, f := range s.Faults {
-						if f.Kind == "kill" {
-							kills++
-						}
-					}
+					kills, stops := countFaults(s.Faults)
 					results[sc] = append(results[sc], fmt.Sprintf("| %s | %.0f | %d | %d | %d | %d | %d | %d | %.0f | %.0f | %d |",
-						b.name, s.Throughput, kills, len(s.Faults)-kills, s.Lost, s.FencedAccepted, s.FencedRefused, s.FenceOutOfOrder,
+						b.name, s.Throughput, kills, stops, s.Lost, s.FencedAccepted, s.FencedRefused, s.FenceOutOfOrder,
 						s.HandoffP99, s.WaitMax, s.Errors))
 				} else {
 					results[sc] = append(results[sc], fmt.Sprintf("| %s | %.0f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.0f | %d | %d |",
@@ -140,15 +135,7 @@ func mustJSON(t *testing.T, rep *loadReport) []byte {
 // that the pictures cost the repository little.
 func recompress(t *testing.T, from, to string) {
 	t.Helper()
-	f, err := os.Open(from)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	img, err := png.Decode(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	img := readPNG(t, from)
 	out, err := os.Create(to)
 	if err != nil {
 		t.Fatal(err)

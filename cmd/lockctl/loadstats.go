@@ -238,6 +238,18 @@ func fenceOutOfOrder(path string) int {
 	return bad
 }
 
+// countFaults counts the SIGKILLs and the SIGSTOPs among faults.
+func countFaults(faults []faultRec) (kills, stops int) {
+	for _, f := range faults {
+		if f.Kind == "kill" {
+			kills++
+		} else {
+			stops++
+		}
+	}
+	return kills, stops
+}
+
 // write writes report.html, series.json and series.csv into dir.
 func (r *loadReport) write(dir string) error {
 	b, err := json.MarshalIndent(r, "", "  ")
@@ -247,26 +259,23 @@ func (r *loadReport) write(dir string) error {
 	if err := os.WriteFile(filepath.Join(dir, "series.json"), b, 0o644); err != nil {
 		return err
 	}
-	f, err := os.Create(filepath.Join(dir, "series.csv"))
+	if err := writeFile(filepath.Join(dir, "series.csv"), r.writeCSV); err != nil {
+		return err
+	}
+	return writeFile(filepath.Join(dir, "report.html"), r.writeHTML)
+}
+
+// writeFile creates the file at path and has write fill it.
+func writeFile(path string, write func(io.Writer) error) error {
+	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
-	if err := r.writeCSV(f); err != nil {
+	if err := write(f); err != nil {
 		f.Close()
 		return err
 	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	h, err := os.Create(filepath.Join(dir, "report.html"))
-	if err != nil {
-		return err
-	}
-	if err := r.writeHTML(h); err != nil {
-		h.Close()
-		return err
-	}
-	return h.Close()
+	return f.Close()
 }
 
 func (r *loadReport) writeCSV(w io.Writer) error {
@@ -295,14 +304,7 @@ func (r *loadReport) printSummary(w io.Writer) {
 	fmt.Fprintf(w, "renewals       %d (%.0f/s), %d failed\n", s.Renewals, float64(s.Renewals)/s.Seconds, s.RenewalErrors)
 	fmt.Fprintf(w, "lost holds     %d\n", s.Lost)
 	if len(s.Faults) > 0 {
-		kills, stops := 0, 0
-		for _, f := range s.Faults {
-			if f.Kind == "kill" {
-				kills++
-			} else {
-				stops++
-			}
-		}
+		kills, stops := countFaults(s.Faults)
 		fmt.Fprintf(w, "faults         %d SIGKILL, %d SIGSTOP\n", kills, stops)
 	}
 	if r.Scenario.Fenced {

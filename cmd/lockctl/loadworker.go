@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/golocker/locker"
+	"github.com/golocker/locker/internal/driverkit"
 )
 
 // loadWorkerCmd is the hidden subcommand that load starts in each worker
@@ -195,14 +196,8 @@ func (w *loadWorker) counters(ctx context.Context) {
 
 // pause waits d or until ctx ends.
 func pause(ctx context.Context, d time.Duration) {
-	if d <= 0 {
-		return
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
+	if d > 0 {
+		driverkit.Sleep(ctx, d)
 	}
 }
 
@@ -215,15 +210,13 @@ func (w *loadWorker) fail(err error) {
 func (w *loadWorker) mutexes(ctx context.Context) {
 	var wg sync.WaitGroup
 	for h := range w.s.Handles {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			p := newPicker(w.s, w.id, h, time.Now().UnixNano()+int64(w.id*1000+h))
 			for ctx.Err() == nil {
 				w.once(ctx, p.next())
 				pause(ctx, w.s.Think.std())
 			}
-		}()
+		})
 	}
 	wg.Wait()
 }
@@ -330,10 +323,8 @@ func (w *loadWorker) serveHTTP(ctx context.Context) error {
 			continue
 		}
 		inflight.Add(1)
-		wg.Add(1)
 		n := p.next()
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			defer inflight.Add(-1)
 			q := time.Now()
 			req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+strconv.Itoa(n), nil)
@@ -355,7 +346,7 @@ func (w *loadWorker) serveHTTP(ctx context.Context) error {
 				w.errors.Add(1)
 				w.out.put(loadRec{K: "h", W: w.id, N: n, Q: q.UnixNano(), S: resp.StatusCode}, false)
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)

@@ -116,25 +116,10 @@ func dispatch(ctx context.Context, args []string, e env) error {
 	}
 	cmd, args := args[0], args[1:]
 	g := globals{url: *url}
+	if run, ok := commands[cmd]; ok {
+		return run(ctx, g, args, e)
+	}
 	switch cmd {
-	case "run":
-		return cmdRun(ctx, g, args, e)
-	case "list":
-		return cmdList(ctx, g, args, e)
-	case "release":
-		return cmdRelease(ctx, g, args, e)
-	case "bench":
-		return cmdBench(ctx, g, args, e)
-	case "serve":
-		return cmdServe(ctx, g, args, e)
-	case "demo":
-		return cmdDemo(ctx, g, args, e)
-	case "load":
-		return cmdLoad(ctx, g, args, e)
-	case loadWorkerCmd:
-		return cmdLoadWorker(ctx, g, args, e)
-	case demoWorkerCmd:
-		return cmdDemoWorker(ctx, g, args, e)
 	case "help", "-h", "--help":
 		if len(args) == 1 {
 			if _, ok := synopses[args[0]]; ok {
@@ -159,6 +144,20 @@ func newFlags(name string, g *globals) *flag.FlagSet {
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&g.url, "url", g.url, "backend URL (default $LOCKER_URL, else a SQLite file in the user cache directory)")
 	return fs
+}
+
+// commands run the subcommands, by name; the hidden ones, loadWorkerCmd
+// and demoWorkerCmd, are the worker processes of load and demo.
+var commands = map[string]func(ctx context.Context, g globals, args []string, e env) error{
+	"run":         cmdRun,
+	"list":        cmdList,
+	"release":     cmdRelease,
+	"bench":       cmdBench,
+	"serve":       cmdServe,
+	"demo":        cmdDemo,
+	"load":        cmdLoad,
+	loadWorkerCmd: cmdLoadWorker,
+	demoWorkerCmd: cmdDemoWorker,
 }
 
 // synopses are the subcommands' usage lines, for --help.
@@ -240,6 +239,19 @@ func parseArgs(fs *flag.FlagSet, args []string) (pos, rest []string, dash bool, 
 		}
 	}
 	return pos, rest, dash, nil
+}
+
+// parseNoArgs parses the flags of a subcommand that takes no positional
+// arguments; hint ends the error that refuses some.
+func parseNoArgs(fs *flag.FlagSet, args []string, hint string) error {
+	pos, _, dash, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 || dash {
+		return usage("%s takes no arguments%s", fs.Name(), hint)
+	}
+	return nil
 }
 
 // durationValue is a flag.Value for a duration that remembers whether it was

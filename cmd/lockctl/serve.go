@@ -31,12 +31,8 @@ func cmdServe(ctx context.Context, g globals, args []string, e env) error {
 	tokenEnv := fs.String("token-env", "", "environment variable holding the bearer token (default "+tokenEnvDefault+")")
 	basicEnv := fs.String("basic-auth-env", "", "environment variable holding user:password (default "+basicEnvDefault+")")
 	prefix := fs.String("prefix", "", "only locks whose names start with this")
-	pos, _, dash, err := parseArgs(fs, args)
-	switch {
-	case err != nil:
+	if err := parseNoArgs(fs, args, ""); err != nil {
 		return err
-	case len(pos) > 0 || dash:
-		return usage("serve takes no arguments")
 	}
 	auth, err := serveAuth(e, *tokenEnv, *basicEnv)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/golocker/locker"
 	"github.com/golocker/locker/backend"
+	"github.com/golocker/locker/internal/testserver"
 )
 
 // ServedInArrivalOrder checks the turn-taking of a store whose waiters
@@ -72,31 +73,15 @@ func FirstAcquireRaces[D backend.Driver](t *testing.T, ctx context.Context, driv
 	t.Helper()
 	for round := range 5 {
 		name := fmt.Sprintf("first/%d", round)
-		start := make(chan struct{})
-		errs := make([]error, len(drivers))
-		var wg sync.WaitGroup
-		for i, d := range drivers {
-			wg.Go(func() {
-				<-start
-				l, err := d.Acquire(ctx, backend.Request{Name: name, Owner: fmt.Sprintf("o%d", i), TTL: time.Minute})
-				if err == nil && check != nil {
-					err = check(l)
-				}
-				errs[i] = err
-			})
-		}
-		close(start)
-		wg.Wait()
-		wins := 0
-		for i, err := range errs {
-			switch {
-			case err == nil:
-				wins++
-			case errors.Is(err, backend.ErrHeld):
-			default:
-				t.Errorf("round %d, owner %d: %v", round, i, err)
+		wins, _ := testserver.Race(len(drivers), func(i int) error {
+			l, err := drivers[i].Acquire(ctx, backend.Request{Name: name, Owner: fmt.Sprintf("o%d", i), TTL: time.Minute})
+			if err == nil && check != nil {
+				err = check(l)
 			}
-		}
+			return err
+		}, func(err error) bool { return errors.Is(err, backend.ErrHeld) }, func(i int, err error) {
+			t.Errorf("round %d, owner %d: %v", round, i, err)
+		})
 		if wins != 1 {
 			t.Errorf("round %d: %d winners, want 1", round, wins)
 		}

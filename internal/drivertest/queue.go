@@ -120,9 +120,7 @@ func OneReleaseWakesOneWaiter[D QueueDriver](t *testing.T, q Queue[D], n int) {
 	var wg sync.WaitGroup
 	start := time.Now()
 	for i, d := range ds {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			l, err := d.AcquireWait(wctx, backend.Request{Name: name, Owner: fmt.Sprint("waiter-", i), TTL: time.Minute})
 			switch {
 			case err == nil:
@@ -130,7 +128,7 @@ func OneReleaseWakesOneWaiter[D QueueDriver](t *testing.T, q Queue[D], n int) {
 			case !errors.Is(err, context.Canceled):
 				t.Errorf("waiter %d: %v", i, err)
 			}
-		}()
+		})
 	}
 	defer func() {
 		cancel()

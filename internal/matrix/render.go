@@ -60,15 +60,7 @@ func Render(reps []*conformance.Report) []byte {
 	b.WriteString("What each driver declares and what the conformance suite proved on a real server.\n")
 	b.WriteString("✅ declared (or required of every driver) and proved by every check that tests it; ")
 	b.WriteString("— not declared; ❌ declared but a check failed or none could run.\n\n")
-	b.WriteString("| Capability |")
-	for _, r := range reps {
-		fmt.Fprintf(&b, " `%s` |", r.Driver)
-	}
-	b.WriteString("\n|---|")
-	for range reps {
-		b.WriteString("---|")
-	}
-	b.WriteString("\n")
+	writeHeader(&b, reps, "Capability")
 	for _, row := range rows {
 		fmt.Fprintf(&b, "| %s |", row.title)
 		for _, r := range reps {
@@ -87,15 +79,7 @@ func Render(reps []*conformance.Report) []byte {
 	b.WriteString("\n\n## Checks\n\n")
 	b.WriteString("Every check of package `conformance`, the capabilities it proves, and its outcome for each driver.\n")
 	b.WriteString("A check is skipped when the driver does not declare what it needs.\n\n")
-	b.WriteString("| Check | Proves |")
-	for _, r := range reps {
-		fmt.Fprintf(&b, " `%s` |", r.Driver)
-	}
-	b.WriteString("\n|---|---|")
-	for range reps {
-		b.WriteString("---|")
-	}
-	b.WriteString("\n")
+	writeHeader(&b, reps, "Check", "Proves")
 	for _, c := range conformance.Checks() {
 		fmt.Fprintf(&b, "| `%s` | %s |", c.Name, strings.Join(c.Proves, ", "))
 		for _, r := range reps {
@@ -104,6 +88,19 @@ func Render(reps []*conformance.Report) []byte {
 		b.WriteString("\n")
 	}
 	return b.Bytes()
+}
+
+// writeHeader writes the header of a table whose first columns are titled
+// first and whose others are the drivers of reps.
+func writeHeader(b *bytes.Buffer, reps []*conformance.Report, first ...string) {
+	b.WriteString("|")
+	for _, f := range first {
+		fmt.Fprintf(b, " %s |", f)
+	}
+	for _, r := range reps {
+		fmt.Fprintf(b, " `%s` |", r.Driver)
+	}
+	b.WriteString("\n|" + strings.Repeat("---|", len(first)+len(reps)) + "\n")
 }
 
 func outcome(r *conformance.Report, check string) string {

@@ -57,3 +57,23 @@ func SocketDir(t TB, dir, name string) string {
 	t.Cleanup(func() { _ = os.RemoveAll(short) })
 	return short
 }
+
+// DatabaseServer is a server that hands each test a database of its own:
+// sqlserver's SQLServer and mongoserver's MongoServer.
+type DatabaseServer[D any] interface {
+	comparable
+	NewDatabase(t TB) D
+}
+
+// NewDatabaseOn returns a new database on the server start returns, or the
+// zero D when start returned none (it skipped the test).
+func NewDatabaseOn[S DatabaseServer[D], D any](t TB, start func(TB) S) D {
+	t.Helper()
+	var none S
+	s := start(t)
+	if s == none {
+		var zero D
+		return zero
+	}
+	return s.NewDatabase(t)
+}

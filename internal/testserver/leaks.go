@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -63,6 +62,35 @@ func (tr *Tracker) WithServers(t *testing.T, start func(t *testing.T) []*Process
 			t.Errorf("after teardown: %v", err)
 		}
 	}
+}
+
+// RunServer runs test in a parallel subtest named name, against the
+// server start returns, through tr.WithServers: procs names the processes
+// of that server, which must all be gone once the subtest is over. It is
+// the shape of every subtest in the server packages' own tests.
+func RunServer[S any](t *testing.T, tr *Tracker, name string, start func(TB) S, procs func(S) []*Process, test func(t *testing.T, s S)) {
+	t.Helper()
+	t.Run(name, func(t *testing.T) {
+		t.Parallel()
+		var s S
+		tr.WithServers(t, func(t *testing.T) []*Process {
+			s = start(t)
+			return procs(s)
+		}, func(t *testing.T) { test(t, s) })
+	})
+}
+
+// ProcessesOf returns the processes proc finds in members, leaving out
+// nil ones: a member that an environment variable or a container named has
+// no process of ours.
+func ProcessesOf[M any](members []M, proc func(M) *Process) []*Process {
+	var out []*Process
+	for _, m := range members {
+		if p := proc(m); p != nil {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // ProcessGone reports an error if a process group that p started (its
@@ -123,29 +151,13 @@ func Leftovers(tr ServerTrace) []int {
 	for _, g := range tr.groups {
 		groups[g] = true
 	}
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	var live []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
+	return liveProcs(func(pid int, st procStat) bool {
+		if groups[st.pgrp] {
+			return true
 		}
-		state, _, ok := ProcStat(pid)
-		if !ok || state == "Z" || state == "X" {
-			continue
-		}
-		pgid, err := syscall.Getpgid(pid)
-		inGroup := err == nil && groups[pgid]
-		cwd, err := os.Readlink(filepath.Join("/proc", e.Name(), "cwd"))
-		inDir := err == nil && tr.dir != "" && (cwd == tr.dir || strings.HasPrefix(cwd, tr.dir+"/"))
-		if inGroup || inDir {
-			live = append(live, pid)
-		}
-	}
-	return live
+		cwd, err := os.Readlink(filepath.Join("/proc", strconv.Itoa(pid), "cwd"))
+		return err == nil && tr.dir != "" && (cwd == tr.dir || strings.HasPrefix(cwd, tr.dir+"/"))
+	})
 }
 
 // CheckEnvErrorHidesPassword sets env to value, which names an unreachable

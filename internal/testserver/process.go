@@ -97,11 +97,9 @@ func StartProcesses(t TB, specs ...ProcessSpec) []*Process {
 	errs := make([]error, len(procs))
 	var wg sync.WaitGroup
 	for i, p := range procs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			errs[i] = p.waitReady(context.Background())
-		}()
+		})
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
@@ -399,34 +397,7 @@ func (p *Process) killStragglers() {
 // GroupMembers returns the pids of the live (not zombie) processes in
 // process group pgid, read from /proc.
 func GroupMembers(pgid int) []int {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	var out []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// The fields after "(comm) " are: state ppid pgrp ...
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) < 3 || f[0] == "Z" || f[0] == "X" {
-			continue
-		}
-		if g, err := strconv.Atoi(f[2]); err == nil && g == pgid {
-			out = append(out, pid)
-		}
-	}
-	return out
+	return liveProcs(func(_ int, st procStat) bool { return st.pgrp == pgid })
 }
 
 // Pause stops the process group with SIGSTOP: the server keeps its sockets
@@ -543,25 +514,20 @@ func WaitTCP(ctx context.Context, addr string) error {
 		defer cancel()
 	}
 	d := net.Dialer{Timeout: time.Second}
-	for {
+	return WaitFor(ctx, readyPollInterval, addr+" not reachable", func(ctx context.Context) error {
 		conn, err := d.DialContext(ctx, "tcp", addr)
-		if err == nil {
-			// Dialing a free port of the ephemeral range can connect
-			// the socket to itself (TCP simultaneous open): that is no
-			// server.
-			self := conn.LocalAddr().String() == conn.RemoteAddr().String()
-			conn.Close()
-			if !self {
-				return nil
-			}
-			err = fmt.Errorf("connected to itself")
+		if err != nil {
+			return err
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s not reachable: %w", addr, err)
-		case <-time.After(readyPollInterval):
+		// Dialing a free port of the ephemeral range can connect the
+		// socket to itself (TCP simultaneous open): that is no server.
+		self := conn.LocalAddr().String() == conn.RemoteAddr().String()
+		conn.Close()
+		if self {
+			return fmt.Errorf("connected to itself")
 		}
-	}
+		return nil
+	})
 }
 
 // RunSetup runs a set-up command (mariadb-install-db, initdb) in dir to

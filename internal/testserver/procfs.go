@@ -19,37 +19,58 @@ func ChildPIDs(pid int) []int {
 	if pid <= 0 {
 		return nil
 	}
+	return liveProcs(func(_ int, st procStat) bool { return st.ppid == pid })
+}
+
+// liveProcs returns the pids of the processes in /proc, neither zombie nor
+// dead, for which keep returns true.
+func liveProcs(keep func(pid int, st procStat) bool) []int {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
 	}
-	var kids []int
+	var out []int
 	for _, e := range entries {
-		child, err := strconv.Atoi(e.Name())
+		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
-		if state, ppid, ok := ProcStat(child); ok && ppid == pid && state != "Z" {
-			kids = append(kids, child)
+		if st, ok := readProcStat(pid); ok && st.state != "Z" && st.state != "X" && keep(pid, st) {
+			out = append(out, pid)
 		}
 	}
-	return kids
+	return out
 }
 
-// ProcStat returns the state and parent pid of a process from
-// /proc/PID/stat, whose command name may hold spaces and parentheses.
-func ProcStat(pid int) (state string, ppid int, ok bool) {
+// procStat is the start of /proc/PID/stat: state, parent and process
+// group.
+type procStat struct {
+	state      string
+	ppid, pgrp int
+}
+
+// readProcStat reads /proc/PID/stat, whose command name may hold spaces
+// and parentheses.
+func readProcStat(pid int) (procStat, bool) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return "", 0, false
+		return procStat{}, false
 	}
 	s := string(b)
 	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(f) < 2 {
-		return "", 0, false
+	if len(f) < 3 {
+		return procStat{}, false
 	}
-	ppid, err = strconv.Atoi(f[1])
-	return f[0], ppid, err == nil
+	ppid, err1 := strconv.Atoi(f[1])
+	pgrp, err2 := strconv.Atoi(f[2])
+	return procStat{state: f[0], ppid: ppid, pgrp: pgrp}, err1 == nil && err2 == nil
+}
+
+// ProcStat returns the state and parent pid of a process from
+// /proc/PID/stat.
+func ProcStat(pid int) (state string, ppid int, ok bool) {
+	st, ok := readProcStat(pid)
+	return st.state, st.ppid, ok
 }
 
 // SignalAll sends sig to each of pids, ignoring errors (a pid may be gone).

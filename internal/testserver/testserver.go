@@ -66,6 +66,7 @@ package testserver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -165,20 +166,97 @@ func CheckEnvServer(t TB, env, addr string) {
 	}
 }
 
+// CheckEnvServers is CheckEnvServer for each of addrs, which env names; an
+// address may start with a scheme ("http://").
+func CheckEnvServers(t TB, env string, addrs []string) {
+	t.Helper()
+	for _, a := range addrs {
+		if _, rest, ok := strings.Cut(a, "://"); ok {
+			a = rest
+		}
+		CheckEnvServer(t, env, a)
+	}
+}
+
 // PollUntil calls f every 100ms until it returns nil or ctx ends, and then
 // returns f's last error.
 func PollUntil(ctx context.Context, f func(context.Context) error) error {
+	return PollEvery(ctx, 100*time.Millisecond, f)
+}
+
+// PollEvery calls f every interval until it returns nil or ctx ends, and
+// then returns f's last error.
+func PollEvery(ctx context.Context, interval time.Duration, f func(context.Context) error) error {
+	_, err := PollFor(ctx, interval, func(ctx context.Context) (struct{}, error) { return struct{}{}, f(ctx) })
+	return err
+}
+
+// WaitFor is PollEvery whose error, when ctx ends first, starts with
+// failure: "redis cluster not healthy: ...".
+func WaitFor(ctx context.Context, interval time.Duration, failure string, f func(context.Context) error) error {
+	if err := PollEvery(ctx, interval, f); err != nil {
+		return fmt.Errorf("%s: %w", failure, err)
+	}
+	return nil
+}
+
+// PollFor calls f every interval until it returns no error or ctx ends,
+// and then returns f's last result.
+func PollFor[T any](ctx context.Context, interval time.Duration, f func(context.Context) (T, error)) (T, error) {
 	for {
-		err := f(ctx)
+		v, err := f(ctx)
 		if err == nil {
-			return nil
+			return v, nil
 		}
 		select {
 		case <-ctx.Done():
-			return err
-		case <-time.After(100 * time.Millisecond):
+			return v, err
+		case <-time.After(interval):
 		}
 	}
+}
+
+// FindLeader asks the members whose process (proc) runs, in turn, and
+// returns the first for which leads returns nil. Otherwise its error,
+// "KIND leader: ...", wraps the last member's reason for not leading.
+func FindLeader[M any](ctx context.Context, kind string, members []M, proc func(M) *Process, leads func(context.Context, M) error) (M, error) {
+	last := errors.New("no running member")
+	for _, m := range members {
+		if !proc(m).Running() {
+			continue
+		}
+		if last = leads(ctx, m); last == nil {
+			return m, nil
+		}
+	}
+	var none M
+	return none, fmt.Errorf("%s leader: %w", kind, last)
+}
+
+// Race runs attempt(i) for each i below n, all released at once, and
+// returns how many succeeded and every error. Each error for which lost is
+// false, something other than losing the race, goes to report.
+func Race(n int, attempt func(i int) error, lost func(error) bool, report func(i int, err error)) (wins int, errs []error) {
+	start := make(chan struct{})
+	errs = make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			errs[i] = attempt(i)
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i, err := range errs {
+		switch {
+		case err == nil:
+			wins++
+		case !lost(err):
+			report(i, err)
+		}
+	}
+	return wins, errs
 }
 
 // Shared is a TB for servers shared by all the tests of a package. Its zero

@@ -299,13 +299,7 @@ func writeContended(w io.Writer, r *results, rows []contended, ideal float64) {
 		if c.golocker {
 			cfg = "**" + cfg + "**"
 		}
-		cell := func(unit, format string) string {
-			xs, ok := v[unit]
-			if !ok {
-				return "–"
-			}
-			return fmt.Sprintf(format, median(xs))
-		}
+		cell := func(unit, format string) string { return cellOf(v, unit, format) }
 		fmt.Fprintf(w, "| %s | %s | %.0f ±%.0f%% | %.2f | %s | %.1f ±%.0f%% | %s | %s | %s | %s | %s | %s | %s | %s |\n",
 			c.scenario, cfg, median(v["acq/s"]), spread(v["acq/s"]), median(v["acq/s"])/ideal,
 			cell("p50-ms", "%.2f"), median(v["p99-ms"]), spread(v["p99-ms"]), cell("max-ms", "%.0f"),

@@ -78,9 +78,7 @@ func EtcdCluster(t testserver.TB) *EtcdServer {
 
 func envEtcd(t testserver.TB, env string, eps []string) *EtcdServer {
 	t.Helper()
-	for _, ep := range eps {
-		testserver.CheckEnvServer(t, env, trimScheme(ep))
-	}
+	testserver.CheckEnvServers(t, env, eps)
 	return &EtcdServer{Endpoints: eps}
 }
 
@@ -264,47 +262,41 @@ func (s *EtcdServer) Leader(ctx context.Context) (*EtcdMember, error) {
 	if len(s.Members) == 0 {
 		return nil, errors.New("testserver: etcd members not started by this package")
 	}
-	var last error = errors.New("no running member")
-	for _, m := range s.Members {
-		if !m.Proc.Running() {
-			continue
-		}
-		var st etcdStatus
-		if err := etcdHTTP(ctx, http.MethodPost, m.ClientAddr, "/v3/maintenance/status", &st); err != nil {
-			last = err
-			continue
-		}
-		if st.Leader == "" || st.Leader == "0" {
-			last = fmt.Errorf("member %s knows no leader", m.Name)
-			continue
-		}
-		if st.Leader == st.Header.MemberID {
-			return m, nil
-		}
-		last = fmt.Errorf("member %s follows %s, which no running member claims to be", m.Name, st.Leader)
+	return testserver.FindLeader(ctx, "etcd", s.Members, func(m *EtcdMember) *testserver.Process { return m.Proc }, etcdLeads)
+}
+
+// etcdLeads returns nil when m says it leads, else why not.
+func etcdLeads(ctx context.Context, m *EtcdMember) error {
+	var st etcdStatus
+	if err := etcdHTTP(ctx, http.MethodPost, m.ClientAddr, "/v3/maintenance/status", &st); err != nil {
+		return err
 	}
-	return nil, fmt.Errorf("etcd leader: %w", last)
+	if st.Leader == "" || st.Leader == "0" {
+		return fmt.Errorf("member %s knows no leader", m.Name)
+	}
+	if st.Leader != st.Header.MemberID {
+		return fmt.Errorf("member %s follows %s, which no running member claims to be", m.Name, st.Leader)
+	}
+	return nil
 }
 
 // WaitLeader polls until a running member other than not (which may be nil)
 // leads and reports itself healthy, or ctx ends.
 func (s *EtcdServer) WaitLeader(ctx context.Context, not *EtcdMember) (*EtcdMember, error) {
-	for {
+	l, err := testserver.PollFor(ctx, 50*time.Millisecond, func(ctx context.Context) (*EtcdMember, error) {
 		l, err := s.Leader(ctx)
-		if err == nil && l != not {
-			if err = etcdHealthy(ctx, l.ClientAddr); err == nil {
-				return l, nil
-			}
+		if err != nil {
+			return nil, err
 		}
-		if err == nil {
-			err = fmt.Errorf("leader is still %s", l.Name)
+		if l == not {
+			return nil, fmt.Errorf("leader is still %s", l.Name)
 		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("waiting for an etcd leader: %w", err)
-		case <-time.After(50 * time.Millisecond):
-		}
+		return l, etcdHealthy(ctx, l.ClientAddr)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("waiting for an etcd leader: %w", err)
 	}
+	return l, nil
 }
 
 // Member returns the member whose client address is addr, or nil.

@@ -72,73 +72,55 @@ func etcdSmoke(t *testing.T, c *clientv3.Client) {
 }
 
 func etcdProcs(s *EtcdServer) []*testserver.Process {
-	var out []*testserver.Process
-	for _, m := range s.Members {
-		out = append(out, m.Proc)
-	}
-	return out
+	return testserver.ProcessesOf(s.Members, func(m *EtcdMember) *testserver.Process { return m.Proc })
 }
 
 func TestEtcd(t *testing.T) {
 	t.Parallel()
 
-	t.Run("single", func(t *testing.T) {
-		t.Parallel()
-		var s *EtcdServer
-		tracked.WithServers(t, func(t *testing.T) []*testserver.Process {
-			s = Etcd(t)
-			return etcdProcs(s)
-		}, func(t *testing.T) {
-			etcdSmoke(t, etcdClient(t, s))
-			if len(s.Members) == 0 {
-				return
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			if l, err := s.Leader(ctx); err != nil || l != s.Members[0] {
-				t.Fatalf("leader = %v, %v", l, err)
-			}
-		})
+	testserver.RunServer(t, &tracked, "single", Etcd, etcdProcs, func(t *testing.T, s *EtcdServer) {
+		etcdSmoke(t, etcdClient(t, s))
+		if len(s.Members) == 0 {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if l, err := s.Leader(ctx); err != nil || l != s.Members[0] {
+			t.Fatalf("leader = %v, %v", l, err)
+		}
 	})
 
-	t.Run("cluster_survives_leader_kill", func(t *testing.T) {
-		t.Parallel()
-		var s *EtcdServer
-		tracked.WithServers(t, func(t *testing.T) []*testserver.Process {
-			s = EtcdCluster(t)
-			return etcdProcs(s)
-		}, func(t *testing.T) {
-			c := etcdClient(t, s)
-			etcdSmoke(t, c)
-			if len(s.Members) != 3 {
-				t.Skip("needs a cluster started by this package")
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-			defer cancel()
-			old, err := s.WaitLeader(ctx, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			begin := time.Now()
-			if err := old.Kill(); err != nil {
-				t.Fatal(err)
-			}
-			l, err := s.WaitLeader(ctx, old)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("leader moved from %v to %v in %v", old, l, time.Since(begin).Round(time.Millisecond))
-			if _, err := c.Put(ctx, "/testserver/after-leader-kill", "1"); err != nil {
-				t.Fatalf("put after leader kill: %v", err)
-			}
-			if err := old.Restart(ctx); err != nil {
-				t.Fatalf("restart old leader: %v", err)
-			}
-			r, err := clientv3.NewKV(c).Get(clientv3.WithRequireLeader(ctx), "/testserver/after-leader-kill")
-			if err != nil || len(r.Kvs) != 1 {
-				t.Fatalf("get after restart = %v, %v", r, err)
-			}
-		})
+	testserver.RunServer(t, &tracked, "cluster_survives_leader_kill", EtcdCluster, etcdProcs, func(t *testing.T, s *EtcdServer) {
+		c := etcdClient(t, s)
+		etcdSmoke(t, c)
+		if len(s.Members) != 3 {
+			t.Skip("needs a cluster started by this package")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		old, err := s.WaitLeader(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		begin := time.Now()
+		if err := old.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		l, err := s.WaitLeader(ctx, old)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("leader moved from %v to %v in %v", old, l, time.Since(begin).Round(time.Millisecond))
+		if _, err := c.Put(ctx, "/testserver/after-leader-kill", "1"); err != nil {
+			t.Fatalf("put after leader kill: %v", err)
+		}
+		if err := old.Restart(ctx); err != nil {
+			t.Fatalf("restart old leader: %v", err)
+		}
+		r, err := clientv3.NewKV(c).Get(clientv3.WithRequireLeader(ctx), "/testserver/after-leader-kill")
+		if err != nil || len(r.Kvs) != 1 {
+			t.Fatalf("get after restart = %v, %v", r, err)
+		}
 	})
 }
 

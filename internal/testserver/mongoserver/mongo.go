@@ -65,11 +65,7 @@ type MongoDatabase struct {
 // share one server across tests.
 func Mongo(t testserver.TB) *MongoDatabase {
 	t.Helper()
-	s := StartMongo(t)
-	if s == nil {
-		return nil
-	}
-	return s.NewDatabase(t)
+	return testserver.NewDatabaseOn(t, StartMongo)
 }
 
 // StartMongo returns a MongoDB-compatible server: the one named by

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -151,26 +150,9 @@ func testMongoUpsertRace(t *testing.T, srv *MongoServer) {
 	}
 
 	const owners = 8
-	errs := make([]error, owners)
-	var wg sync.WaitGroup
-	for i := range owners {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = acquire(fmt.Sprintf("owner-%d", i))
-		}()
-	}
-	wg.Wait()
-	wins := 0
-	for i, err := range errs {
-		switch {
-		case err == nil:
-			wins++
-		case mongo.IsDuplicateKeyError(err), errors.Is(err, mongo.ErrNoDocuments):
-		default:
-			t.Errorf("owner %d: unexpected error %v", i, err)
-		}
-	}
+	wins, errs := testserver.Race(owners, func(i int) error { return acquire(fmt.Sprintf("owner-%d", i)) },
+		func(err error) bool { return mongo.IsDuplicateKeyError(err) || errors.Is(err, mongo.ErrNoDocuments) },
+		func(i int, err error) { t.Errorf("owner %d: unexpected error %v", i, err) })
 	if wins != 1 {
 		t.Fatalf("%d owners acquired the lock, want exactly 1 (errors: %v)", wins, errs)
 	}

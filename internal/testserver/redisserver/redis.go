@@ -94,12 +94,7 @@ func RedisInstances(t testserver.TB, n int) []*RedisServer {
 			t.Fatalf("testserver: %s names %d servers, the test needs %d", EnvRedlockAddrs, len(addrs), n)
 			return nil
 		}
-		out := make([]*RedisServer, n)
-		for i, a := range addrs[:n] {
-			testserver.CheckEnvServer(t, EnvRedlockAddrs, a)
-			out[i] = &RedisServer{Addr: a}
-		}
-		return out
+		return envServers(t, EnvRedlockAddrs, addrs[:n])
 	}
 	bin := redisServerPath()
 	if bin == "" {
@@ -357,4 +352,25 @@ func redisContainer(t testserver.TB) *RedisServer {
 		return nil
 	}
 	return &RedisServer{Addr: addr}
+}
+
+// addrsOf returns the addresses of rs.
+func addrsOf(rs []*RedisServer) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r.Addr
+	}
+	return out
+}
+
+// envServers returns the servers at addrs, which env names, once each
+// accepts connections.
+func envServers(t testserver.TB, env string, addrs []string) []*RedisServer {
+	t.Helper()
+	testserver.CheckEnvServers(t, env, addrs)
+	out := make([]*RedisServer, len(addrs))
+	for i, a := range addrs {
+		out[i] = &RedisServer{Addr: a}
+	}
+	return out
 }

@@ -45,12 +45,7 @@ func RedisClusterWith(t testserver.TB, opts RedisClusterOptions) *RedisClusterSe
 		opts.Masters = 3
 	}
 	if addrs := testserver.EnvAddrs(EnvRedisClusterAddrs); len(addrs) > 0 && opts.ReplicasPerMaster == 0 {
-		c := &RedisClusterServer{}
-		for _, a := range addrs {
-			testserver.CheckEnvServer(t, EnvRedisClusterAddrs, a)
-			c.Nodes = append(c.Nodes, &RedisServer{Addr: a})
-		}
-		return c
+		return &RedisClusterServer{Nodes: envServers(t, EnvRedisClusterAddrs, addrs)}
 	}
 	bin, cli := redisServerPath(), redisCLIPath()
 	if bin == "" || cli == "" {
@@ -93,29 +88,12 @@ func RedisClusterWith(t testserver.TB, opts RedisClusterOptions) *RedisClusterSe
 }
 
 // Addrs returns the addresses of all nodes.
-func (c *RedisClusterServer) Addrs() []string {
-	out := make([]string, len(c.Nodes))
-	for i, n := range c.Nodes {
-		out[i] = n.Addr
-	}
-	return out
-}
+func (c *RedisClusterServer) Addrs() []string { return addrsOf(c.Nodes) }
 
 // WaitHealthy waits until every running node reports cluster_state:ok with
 // all 16384 slots served and knows every other node.
 func (c *RedisClusterServer) WaitHealthy(ctx context.Context) error {
-	var last error
-	for {
-		last = c.healthy(ctx)
-		if last == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("redis cluster not healthy: %w", last)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+	return testserver.WaitFor(ctx, 50*time.Millisecond, "redis cluster not healthy", c.healthy)
 }
 
 func (c *RedisClusterServer) healthy(ctx context.Context) error {

@@ -50,10 +50,7 @@ func RedisSentinel(t testserver.TB) *RedisSentinelServer {
 		if s.MasterName == "" {
 			s.MasterName = DefaultSentinelMaster
 		}
-		for _, a := range addrs {
-			testserver.CheckEnvServer(t, EnvRedisSentinelAddrs, a)
-			s.Sentinels = append(s.Sentinels, &RedisServer{Addr: a})
-		}
+		s.Sentinels = envServers(t, EnvRedisSentinelAddrs, addrs)
 		return s
 	}
 	bin := redisServerPath()
@@ -140,28 +137,12 @@ func replicaInSync(ctx context.Context, addr string) error {
 }
 
 // SentinelAddrs returns the sentinels' addresses.
-func (s *RedisSentinelServer) SentinelAddrs() []string {
-	out := make([]string, len(s.Sentinels))
-	for i, r := range s.Sentinels {
-		out[i] = r.Addr
-	}
-	return out
-}
+func (s *RedisSentinelServer) SentinelAddrs() []string { return addrsOf(s.Sentinels) }
 
 // WaitReady waits until every running sentinel sees the master up, with all
 // running replicas and all other running sentinels.
 func (s *RedisSentinelServer) WaitReady(ctx context.Context) error {
-	for {
-		err := s.ready(ctx)
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("redis sentinel not ready: %w", err)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+	return testserver.WaitFor(ctx, 50*time.Millisecond, "redis sentinel not ready", s.ready)
 }
 
 func (s *RedisSentinelServer) ready(ctx context.Context) error {
@@ -248,24 +229,25 @@ func (s *RedisSentinelServer) Master(ctx context.Context) (*RedisServer, error) 
 // WaitFailover polls until the sentinels name a master other than old and
 // that server reports itself a master, or ctx ends.
 func (s *RedisSentinelServer) WaitFailover(ctx context.Context, old *RedisServer) (*RedisServer, error) {
-	for {
+	m, err := testserver.PollFor(ctx, 50*time.Millisecond, func(ctx context.Context) (*RedisServer, error) {
 		m, err := s.Master(ctx)
-		if err == nil && m.Addr == old.Addr {
-			err = fmt.Errorf("master is still %s", old.Addr)
+		if err != nil {
+			return nil, err
 		}
-		if err == nil {
-			var info map[string]string
-			if info, err = redisInfo(ctx, m.Addr, "replication"); err == nil {
-				if info["role"] == "master" {
-					return m, nil
-				}
-				err = fmt.Errorf("new master %s has role %s", m.Addr, info["role"])
-			}
+		if m.Addr == old.Addr {
+			return nil, fmt.Errorf("master is still %s", old.Addr)
 		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("waiting for failover from %s: %w", old.Addr, err)
-		case <-time.After(50 * time.Millisecond):
+		info, err := redisInfo(ctx, m.Addr, "replication")
+		if err != nil {
+			return nil, err
 		}
+		if info["role"] != "master" {
+			return nil, fmt.Errorf("new master %s has role %s", m.Addr, info["role"])
+		}
+		return m, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("waiting for failover from %s: %w", old.Addr, err)
 	}
+	return m, nil
 }

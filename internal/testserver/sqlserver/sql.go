@@ -72,6 +72,61 @@ type SQLDatabase struct {
 	URL string
 }
 
+// sqlSource is where StartMySQL and StartPostgres find a server of their
+// dialect, in order: the environment, binaries to start here, a container.
+type sqlSource struct {
+	env       string                                     // names a server the user runs
+	fromEnv   func(t testserver.TB, v string) *SQLServer // the server env's value v names
+	paths     func() (server, setup string)              // the binaries, "" when missing
+	start     func(t testserver.TB, server, setup string) *SQLServer
+	container func(t testserver.TB) *SQLServer
+	missing   string // what is missing when nothing serves
+	hint      string // how to install the binaries
+}
+
+// startSQL returns the first server src finds, else skips (or fails,
+// with LOCKER_REQUIRE_SERVERS=1).
+func startSQL(t testserver.TB, src sqlSource) *SQLServer {
+	t.Helper()
+	if v := testserver.EnvAddr(src.env); v != "" {
+		return src.fromEnv(t, v)
+	}
+	if bin, setup := src.paths(); bin != "" && setup != "" {
+		return src.start(t, bin, setup)
+	}
+	if testserver.DockerAvailable() {
+		return src.container(t)
+	}
+	testserver.Unavailable(t, "%s; %s or set %s", src.missing, src.hint, src.env)
+	return nil
+}
+
+// checkEnvSQL pings the server at addr that the environment variable env
+// names, and fails t when it does not answer within 10s.
+func checkEnvSQL(t testserver.TB, env, addr string, ping func(context.Context) error) bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := ping(ctx); err != nil {
+		t.Fatalf("testserver: %s: server at %s: %v", env, addr, err)
+		return false
+	}
+	return true
+}
+
+// waitContainer pings the server of a container at addr until it answers,
+// and fails t when it does not within a minute; what names the server.
+func waitContainer(t testserver.TB, what, addr string, ping func(context.Context) error) bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := testserver.PollUntil(ctx, ping); err != nil {
+		t.Fatalf("testserver: %s container at %s: %v", what, addr, err)
+		return false
+	}
+	return true
+}
+
 // sqlAdmin creates and drops databases on one server and says how to reach
 // them. Implementations must be safe for concurrent use.
 type sqlAdmin interface {
@@ -85,11 +140,7 @@ type sqlAdmin interface {
 // NewDatabase to share one server across tests.
 func MySQL(t testserver.TB) *SQLDatabase {
 	t.Helper()
-	s := StartMySQL(t)
-	if s == nil {
-		return nil
-	}
-	return s.NewDatabase(t)
+	return testserver.NewDatabaseOn(t, StartMySQL)
 }
 
 // Postgres returns a fresh database on a PostgreSQL server started for this
@@ -97,11 +148,7 @@ func MySQL(t testserver.TB) *SQLDatabase {
 // NewDatabase to share one server across tests.
 func Postgres(t testserver.TB) *SQLDatabase {
 	t.Helper()
-	s := StartPostgres(t)
-	if s == nil {
-		return nil
-	}
-	return s.NewDatabase(t)
+	return testserver.NewDatabaseOn(t, StartPostgres)
 }
 
 // SQLite returns a fresh SQLite database file in a temp dir of the test.

@@ -40,17 +40,15 @@ const mysqlUser = "locker"
 // with LOCKER_REQUIRE_SERVERS=1).
 func StartMySQL(t testserver.TB) *SQLServer {
 	t.Helper()
-	if v := testserver.EnvAddr(EnvMySQLDSN); v != "" {
-		return mysqlFromEnv(t, v)
-	}
-	if bin, install := mariadbPaths(); bin != "" && install != "" {
-		return startMariaDB(t, bin, install)
-	}
-	if testserver.DockerAvailable() {
-		return mariadbContainer(t)
-	}
-	testserver.Unavailable(t, "no MySQL/MariaDB: mariadbd or mariadb-install-db not found; %s or set %s", mariadbInstallHint, EnvMySQLDSN)
-	return nil
+	return startSQL(t, sqlSource{
+		env:       EnvMySQLDSN,
+		fromEnv:   mysqlFromEnv,
+		paths:     mariadbPaths,
+		start:     startMariaDB,
+		container: mariadbContainer,
+		missing:   "no MySQL/MariaDB: mariadbd or mariadb-install-db not found",
+		hint:      mariadbInstallHint,
+	})
 }
 
 func mariadbPaths() (server, install string) {
@@ -145,10 +143,7 @@ func mysqlFromEnv(t testserver.TB, v string) *SQLServer {
 		t.Fatalf("testserver: %s: %v", EnvMySQLDSN, err)
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := mysqlPing(ctx, cfg.FormatDSN()); err != nil {
-		t.Fatalf("testserver: %s: server at %s: %v", EnvMySQLDSN, cfg.Addr, err)
+	if !checkEnvSQL(t, EnvMySQLDSN, cfg.Addr, func(ctx context.Context) error { return mysqlPing(ctx, cfg.FormatDSN()) }) {
 		return nil
 	}
 	s := &SQLServer{Dialect: DialectMySQL, admin: mysqlAdmin{cfg: cfg}}
@@ -200,10 +195,7 @@ func mariadbContainer(t testserver.TB) *SQLServer {
 	}
 	cfg := mysql.NewConfig()
 	cfg.User, cfg.Passwd, cfg.Net, cfg.Addr = "root", password, "tcp", addr
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := testserver.PollUntil(ctx, func(ctx context.Context) error { return mysqlPing(ctx, cfg.FormatDSN()) }); err != nil {
-		t.Fatalf("testserver: mariadb container at %s: %v", addr, err)
+	if !waitContainer(t, "mariadb", addr, func(ctx context.Context) error { return mysqlPing(ctx, cfg.FormatDSN()) }) {
 		return nil
 	}
 	return &SQLServer{Dialect: DialectMySQL, Addr: addr, admin: mysqlAdmin{cfg: cfg}}

@@ -41,18 +41,15 @@ const postgresUser = "locker"
 // LOCKER_REQUIRE_SERVERS=1).
 func StartPostgres(t testserver.TB) *SQLServer {
 	t.Helper()
-	if v := testserver.EnvAddr(EnvPostgresDSN); v != "" {
-		return postgresFromEnv(t, v)
-	}
-	if bin, initdb := postgresPaths(); bin != "" && initdb != "" {
-		return startPostgres(t, bin, initdb)
-	}
-	if testserver.DockerAvailable() {
-		return postgresContainer(t)
-	}
-	testserver.Unavailable(t, "no PostgreSQL: postgres or initdb not found (also looked in /usr/lib/postgresql/*/bin); %s or set %s",
-		postgresInstallHint, EnvPostgresDSN)
-	return nil
+	return startSQL(t, sqlSource{
+		env:       EnvPostgresDSN,
+		fromEnv:   postgresFromEnv,
+		paths:     postgresPaths,
+		start:     startPostgres,
+		container: postgresContainer,
+		missing:   "no PostgreSQL: postgres or initdb not found (also looked in /usr/lib/postgresql/*/bin)",
+		hint:      postgresInstallHint,
+	})
 }
 
 // postgresPaths finds postgres on PATH or in Debian's versioned directories
@@ -194,10 +191,7 @@ func postgresFromEnv(t testserver.TB, v string) *SQLServer {
 		t.Fatalf("testserver: %s: not a postgres://user:pass@host:port/db URL", EnvPostgresDSN)
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := pgExec(ctx, u.String()); err != nil {
-		t.Fatalf("testserver: %s: server at %s: %v", EnvPostgresDSN, u.Host, err)
+	if !checkEnvSQL(t, EnvPostgresDSN, u.Host, func(ctx context.Context) error { return pgExec(ctx, u.String()) }) {
 		return nil
 	}
 	return &SQLServer{Dialect: DialectPostgres, Addr: u.Host, admin: postgresAdmin{u: u}}
@@ -221,10 +215,7 @@ func postgresContainer(t testserver.TB) *SQLServer {
 	}
 	u := &url.URL{Scheme: "postgres", User: url.UserPassword(postgresUser, password), Host: addr,
 		Path: "/postgres", RawQuery: "sslmode=disable"}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := testserver.PollUntil(ctx, func(ctx context.Context) error { return pgExec(ctx, u.String()) }); err != nil {
-		t.Fatalf("testserver: postgres container at %s: %v", addr, err)
+	if !waitContainer(t, "postgres", addr, func(ctx context.Context) error { return pgExec(ctx, u.String()) }) {
 		return nil
 	}
 	return &SQLServer{Dialect: DialectPostgres, Addr: addr, admin: postgresAdmin{u: u}}

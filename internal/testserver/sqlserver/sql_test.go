@@ -47,10 +47,7 @@ func testSQLServer(t *testing.T, start func(testserver.TB) *SQLServer, open func
 		defer func() { trace = testserver.TraceOf(srv.Proc) }()
 
 		t.Run("rows go in and come out", func(t *testing.T) {
-			gdb := openGORM(t, open, srv.NewDatabase(t))
-			if err := gdb.AutoMigrate(&smokeLock{}); err != nil {
-				t.Fatalf("AutoMigrate: %v", err)
-			}
+			gdb := smokeTable(t, open, srv.NewDatabase(t))
 			if err := gdb.Create(&smokeLock{Name: "orders/42", Owner: "a", Fence: 1}).Error; err != nil {
 				t.Fatalf("insert: %v", err)
 			}
@@ -64,10 +61,7 @@ func testSQLServer(t *testing.T, start func(testserver.TB) *SQLServer, open func
 		})
 
 		t.Run("a duplicate lock name is rejected", func(t *testing.T) {
-			gdb := openGORM(t, open, srv.NewDatabase(t))
-			if err := gdb.AutoMigrate(&smokeLock{}); err != nil {
-				t.Fatalf("AutoMigrate: %v", err)
-			}
+			gdb := smokeTable(t, open, srv.NewDatabase(t))
 			if err := gdb.Create(&smokeLock{Name: "jobs/nightly", Owner: "a"}).Error; err != nil {
 				t.Fatalf("first insert: %v", err)
 			}
@@ -88,10 +82,8 @@ func testSQLServer(t *testing.T, start func(testserver.TB) *SQLServer, open func
 			if a.Name == b.Name || a.DSN == b.DSN {
 				t.Fatalf("two databases share a name: %q, %q", a.Name, b.Name)
 			}
-			ga, gb := openGORM(t, open, a), openGORM(t, open, b)
-			if err := ga.AutoMigrate(&smokeLock{}); err != nil {
-				t.Fatalf("AutoMigrate: %v", err)
-			}
+			smokeTable(t, open, a)
+			gb := openGORM(t, open, b)
 			if gb.Migrator().HasTable(&smokeLock{}) {
 				t.Fatalf("table created in %s is visible in %s", a.Name, b.Name)
 			}
@@ -126,10 +118,7 @@ func testSQLServer(t *testing.T, start func(testserver.TB) *SQLServer, open func
 			})
 
 			t.Run("rows survive a restart", func(t *testing.T) {
-				gdb := openGORM(t, open, srv.NewDatabase(t))
-				if err := gdb.AutoMigrate(&smokeLock{}); err != nil {
-					t.Fatalf("AutoMigrate: %v", err)
-				}
+				gdb := smokeTable(t, open, srv.NewDatabase(t))
 				if err := gdb.Create(&smokeLock{Name: "kept", Owner: "a"}).Error; err != nil {
 					t.Fatalf("insert: %v", err)
 				}
@@ -152,10 +141,7 @@ func testSQLServer(t *testing.T, start func(testserver.TB) *SQLServer, open func
 			})
 
 			t.Run("the server comes back after a kill", func(t *testing.T) {
-				gdb := openGORM(t, open, srv.NewDatabase(t))
-				if err := gdb.AutoMigrate(&smokeLock{}); err != nil {
-					t.Fatalf("AutoMigrate: %v", err)
-				}
+				gdb := smokeTable(t, open, srv.NewDatabase(t))
 				if n := len(testserver.Leftovers(testserver.TraceOf(srv.Proc))); n < 1 {
 					t.Fatalf("found %d server processes before the kill", n)
 				}
@@ -180,6 +166,16 @@ func testSQLServer(t *testing.T, start func(testserver.TB) *SQLServer, open func
 		}
 	})
 	testserver.RequireProcsGone(t, trace)
+}
+
+// smokeTable opens db with GORM and creates the smokeLock table in it.
+func smokeTable(t *testing.T, open func(string) gorm.Dialector, db *SQLDatabase) *gorm.DB {
+	t.Helper()
+	gdb := openGORM(t, open, db)
+	if err := gdb.AutoMigrate(&smokeLock{}); err != nil {
+		t.Fatalf("AutoMigrate: %v", err)
+	}
+	return gdb
 }
 
 func openGORM(t *testing.T, open func(string) gorm.Dialector, db *SQLDatabase) *gorm.DB {
@@ -273,9 +269,7 @@ func testEnvSQLServer(t *testing.T, start func(testserver.TB) *SQLServer, open f
 		t.Fatalf("got a server at %s (started here: %v), want the one at %s", env.Addr, env.Proc != nil, addr)
 	}
 	db := env.NewDatabase(t)
-	if err := openGORM(t, open, db).AutoMigrate(&smokeLock{}); err != nil {
-		t.Fatalf("AutoMigrate: %v", err)
-	}
+	smokeTable(t, open, db)
 	checkSQLURL(t, db)
 }
 
@@ -293,9 +287,7 @@ func TestMySQLSharedAcrossTests(t *testing.T) {
 		t.Run(fmt.Sprintf("test %d", i), func(t *testing.T) {
 			db := srv.NewDatabase(t)
 			names[db.Name] = true
-			if err := openGORM(t, mysql.Open, db).AutoMigrate(&smokeLock{}); err != nil {
-				t.Fatalf("AutoMigrate: %v", err)
-			}
+			smokeTable(t, mysql.Open, db)
 		})
 	}
 	if len(names) != 3 {

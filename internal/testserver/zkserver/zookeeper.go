@@ -80,9 +80,7 @@ func ZooKeeperEnsemble(t testserver.TB) *ZooKeeperServer {
 
 func envZooKeeper(t testserver.TB, env string, addrs []string) *ZooKeeperServer {
 	t.Helper()
-	for _, a := range addrs {
-		testserver.CheckEnvServer(t, env, a)
-	}
+	testserver.CheckEnvServers(t, env, addrs)
 	return &ZooKeeperServer{Addrs: addrs}
 }
 
@@ -196,37 +194,26 @@ func (z *ZooKeeperServer) Leader(ctx context.Context) (*ZooKeeperNode, error) {
 	if len(z.Nodes) == 0 {
 		return nil, errors.New("testserver: ZooKeeper servers not started by this package")
 	}
-	var last error = errors.New("no running server")
-	for _, n := range z.Nodes {
-		if !n.Proc.Running() {
-			continue
-		}
-		mode, err := n.Mode(ctx)
-		if err != nil {
-			last = err
-			continue
-		}
-		if mode == "leader" || mode == "standalone" {
-			return n, nil
-		}
+	return testserver.FindLeader(ctx, "zookeeper", z.Nodes, func(n *ZooKeeperNode) *testserver.Process { return n.Proc }, zkLeads)
+}
+
+// zkLeads returns nil when n serves as the leader (or standalone), else
+// why not.
+func zkLeads(ctx context.Context, n *ZooKeeperNode) error {
+	mode, err := n.Mode(ctx)
+	if err != nil {
+		return err
 	}
-	return nil, fmt.Errorf("zookeeper leader: %w", last)
+	if mode != "leader" && mode != "standalone" {
+		return fmt.Errorf("%v is a %s", n, mode)
+	}
+	return nil
 }
 
 // WaitServing polls until every running node serves (as standalone, leader
 // or follower) and there is a leader, or ctx ends.
 func (z *ZooKeeperServer) WaitServing(ctx context.Context) error {
-	for {
-		err := z.serving(ctx)
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("zookeeper not serving: %w", err)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+	return testserver.WaitFor(ctx, 50*time.Millisecond, "zookeeper not serving", z.serving)
 }
 
 func (z *ZooKeeperServer) serving(ctx context.Context) error {

@@ -65,106 +65,88 @@ func zkSmoke(t *testing.T, c *zk.Conn) {
 }
 
 func zkProcs(z *ZooKeeperServer) []*testserver.Process {
-	var out []*testserver.Process
-	for _, n := range z.Nodes {
-		out = append(out, n.Proc)
-	}
-	return out
+	return testserver.ProcessesOf(z.Nodes, func(n *ZooKeeperNode) *testserver.Process { return n.Proc })
 }
 
 func TestZooKeeper(t *testing.T) {
 	t.Parallel()
 
-	t.Run("standalone_with_short_sessions", func(t *testing.T) {
-		t.Parallel()
-		var z *ZooKeeperServer
-		tracked.WithServers(t, func(t *testing.T) []*testserver.Process {
-			z = ZooKeeper(t)
-			return zkProcs(z)
-		}, func(t *testing.T) {
-			zkSmoke(t, zkConnect(t, z, 5*time.Second))
-			if len(z.Nodes) == 0 {
-				return
-			}
-			// A 600ms session expires soon after its client goes silent.
-			var part partition
-			c, _, err := zk.Connect(z.Addrs, 600*time.Millisecond, zk.WithLogger(nopLogger{}), zk.WithDialer(part.dial))
+	testserver.RunServer(t, &tracked, "standalone_with_short_sessions", ZooKeeper, zkProcs, func(t *testing.T, z *ZooKeeperServer) {
+		zkSmoke(t, zkConnect(t, z, 5*time.Second))
+		if len(z.Nodes) == 0 {
+			return
+		}
+		// A 600ms session expires soon after its client goes silent.
+		var part partition
+		c, _, err := zk.Connect(z.Addrs, 600*time.Millisecond, zk.WithLogger(nopLogger{}), zk.WithDialer(part.dial))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		p, err := c.Create("/short-session", nil, zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
+		if err != nil {
+			t.Fatal(err)
+		}
+		begin := time.Now()
+		part.cut.Store(true)
+		watcher := zkConnect(t, z, 5*time.Second)
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			ok, _, err := watcher.Exists(p)
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer c.Close()
-			p, err := c.Create("/short-session", nil, zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
-			if err != nil {
-				t.Fatal(err)
+			if !ok {
+				break
 			}
-			begin := time.Now()
-			part.cut.Store(true)
-			watcher := zkConnect(t, z, 5*time.Second)
-			deadline := time.Now().Add(10 * time.Second)
-			for {
-				ok, _, err := watcher.Exists(p)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !ok {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatal("ephemeral node outlived its silent session by 10s")
-				}
-				time.Sleep(20 * time.Millisecond)
+			if time.Now().After(deadline) {
+				t.Fatal("ephemeral node outlived its silent session by 10s")
 			}
-			t.Logf("ephemeral node of a 600ms session gone %v after its client went silent", time.Since(begin).Round(time.Millisecond))
-		})
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Logf("ephemeral node of a 600ms session gone %v after its client went silent", time.Since(begin).Round(time.Millisecond))
 	})
 
-	t.Run("ensemble_survives_leader_kill", func(t *testing.T) {
-		t.Parallel()
-		var z *ZooKeeperServer
-		tracked.WithServers(t, func(t *testing.T) []*testserver.Process {
-			z = ZooKeeperEnsemble(t)
-			return zkProcs(z)
-		}, func(t *testing.T) {
-			c := zkConnect(t, z, 10*time.Second)
-			zkSmoke(t, c)
-			if len(z.Nodes) != 3 {
-				t.Skip("needs an ensemble started by this package")
+	testserver.RunServer(t, &tracked, "ensemble_survives_leader_kill", ZooKeeperEnsemble, zkProcs, func(t *testing.T, z *ZooKeeperServer) {
+		c := zkConnect(t, z, 10*time.Second)
+		zkSmoke(t, c)
+		if len(z.Nodes) != 3 {
+			t.Skip("needs an ensemble started by this package")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		leader, err := z.Leader(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		begin := time.Now()
+		if err := leader.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		if err := z.WaitServing(ctx); err != nil {
+			t.Fatal(err)
+		}
+		newLeader, err := z.Leader(ctx)
+		if err != nil || newLeader == leader {
+			t.Fatalf("leader after kill = %v, %v", newLeader, err)
+		}
+		t.Logf("leader moved from %v to %v in %v", leader, newLeader, time.Since(begin).Round(time.Millisecond))
+		for {
+			_, err := c.Create("/after-leader-kill", nil, 0, zk.WorldACL(zk.PermAll))
+			if err == nil {
+				break
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-			defer cancel()
-			leader, err := z.Leader(ctx)
-			if err != nil {
-				t.Fatal(err)
+			if ctx.Err() != nil || !errors.Is(err, zk.ErrConnectionClosed) && !errors.Is(err, zk.ErrNoServer) {
+				t.Fatalf("create after leader kill: %v", err)
 			}
-			begin := time.Now()
-			if err := leader.Kill(); err != nil {
-				t.Fatal(err)
-			}
-			if err := z.WaitServing(ctx); err != nil {
-				t.Fatal(err)
-			}
-			newLeader, err := z.Leader(ctx)
-			if err != nil || newLeader == leader {
-				t.Fatalf("leader after kill = %v, %v", newLeader, err)
-			}
-			t.Logf("leader moved from %v to %v in %v", leader, newLeader, time.Since(begin).Round(time.Millisecond))
-			for {
-				_, err := c.Create("/after-leader-kill", nil, 0, zk.WorldACL(zk.PermAll))
-				if err == nil {
-					break
-				}
-				if ctx.Err() != nil || !errors.Is(err, zk.ErrConnectionClosed) && !errors.Is(err, zk.ErrNoServer) {
-					t.Fatalf("create after leader kill: %v", err)
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
-			if err := leader.Restart(ctx); err != nil {
-				t.Fatalf("restart old leader: %v", err)
-			}
-			if err := z.WaitServing(ctx); err != nil {
-				t.Fatal(err)
-			}
-		})
+			time.Sleep(50 * time.Millisecond)
+		}
+		if err := leader.Restart(ctx); err != nil {
+			t.Fatalf("restart old leader: %v", err)
+		}
+		if err := z.WaitServing(ctx); err != nil {
+			t.Fatal(err)
+		}
 	})
 }
 

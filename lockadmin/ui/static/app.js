@@ -45,20 +45,27 @@
     return p.toString();
   }
 
-  async function getJSON(url) {
-    const resp = await fetch(url, {
-      headers: { Accept: 'application/json' },
-      credentials: 'same-origin',
-      cache: 'no-store',
-    });
+  // fetchJSON fetches url with the page's credentials and returns the
+  // response, its JSON body (null when it has none) and, for a failed
+  // request, what went wrong.
+  async function fetchJSON(url, init) {
+    const resp = await fetch(url, Object.assign({ credentials: 'same-origin' }, init));
     let body = null;
     try {
       body = await resp.json();
     } catch (e) {
       body = null;
     }
+    const msg = resp.ok ? '' : body && body.error ? body.error : resp.status + ' ' + resp.statusText;
+    return { resp, body, msg };
+  }
+
+  async function getJSON(url) {
+    const { resp, body, msg } = await fetchJSON(url, {
+      headers: { Accept: 'application/json' },
+      cache: 'no-store',
+    });
     if (!resp.ok) {
-      const msg = body && body.error ? body.error : resp.status + ' ' + resp.statusText;
       const err = new Error(resp.status === 401 ? 'Not signed in any more: reload the page.' : msg);
       err.status = resp.status;
       throw err;
@@ -223,22 +230,15 @@
     ok.disabled = true;
     cerr.textContent = '';
     try {
-      const resp = await fetch('api/release', {
+      const { resp, body, msg } = await fetchJSON('api/release', {
         method: 'POST',
-        credentials: 'same-origin',
         headers: { 'Content-Type': 'application/json', Accept: 'application/json', 'X-CSRF-Token': csrf },
         body: JSON.stringify({ name: target.name, owner: target.owner, token: target.token, reason: reason.value }),
       });
-      let body = null;
-      try {
-        body = await resp.json();
-      } catch (e2) {
-        body = null;
-      }
       if (!resp.ok) {
-        let msg = body && body.error ? body.error : resp.status + ' ' + resp.statusText;
-        if (resp.status === 409 && body) msg += ' It is now held by ' + body.owner + ' (token ' + body.token + ').';
-        cerr.textContent = msg;
+        let why = msg;
+        if (resp.status === 409 && body) why += ' It is now held by ' + body.owner + ' (token ' + body.token + ').';
+        cerr.textContent = why;
         ok.disabled = false;
         refreshHolds();
         return;
