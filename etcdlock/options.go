@@ -38,10 +38,11 @@ type options struct {
 	sessionTTL  time.Duration
 	dialTimeout time.Duration
 	tlsConfig   *tls.Config
-	dialer      driverkit.DialFunc
-
-	openOnly []string // Open-only options that were set, to refuse them in New
+	driverkit.Common
 }
+
+// openOnly are the options that New refuses.
+var openOnly = []string{"WithDialTimeout", "WithTLSConfig", "WithDialer"}
 
 func defaultOptions() options {
 	return options{prefix: DefaultPrefix, sessionTTL: DefaultSessionTTL, dialTimeout: DefaultDialTimeout}
@@ -118,7 +119,7 @@ func WithDialTimeout(d time.Duration) Option {
 			return optionError("dial timeout %v, must be positive", d)
 		}
 		o.dialTimeout = d
-		o.openOnly = append(o.openOnly, "WithDialTimeout")
+		o.Set("WithDialTimeout")
 		return nil
 	}
 }
@@ -131,7 +132,7 @@ func WithTLSConfig(cfg *tls.Config) Option {
 			return optionError("nil TLS config")
 		}
 		o.tlsConfig = cfg
-		o.openOnly = append(o.openOnly, "WithTLSConfig")
+		o.Set("WithTLSConfig")
 		return nil
 	}
 }
@@ -140,12 +141,5 @@ func WithTLSConfig(cfg *tls.Config) Option {
 // proxy, or a test's conformance.FaultNet), with network "tcp". Only for
 // Open: give the client you pass New a grpc.WithContextDialer yourself.
 func WithDialer(dial func(ctx context.Context, network, address string) (net.Conn, error)) Option {
-	return func(o *options) error {
-		if dial == nil {
-			return optionError("nil dialer")
-		}
-		o.dialer = dial
-		o.openOnly = append(o.openOnly, "WithDialer")
-		return nil
-	}
+	return driverkit.WithDialer[options]("etcdlock", dial)
 }

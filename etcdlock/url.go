@@ -70,8 +70,8 @@ func openURL(ctx context.Context, u *url.URL, extra []Option) (*Driver, error) {
 		Password:    cfg.password,
 		TLS:         tc,
 	}
-	if o.dialer != nil {
-		dial := o.dialer
+	if o.Dialer != nil {
+		dial := o.Dialer
 		ccfg.DialOptions = []grpc.DialOption{grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
 			return dial(ctx, "tcp", addr)
 		})}

@@ -52,7 +52,7 @@ func openURL(ctx context.Context, u *url.URL, extra []Option) (backend.Driver, e
 	if err := o.apply(append(cfg.opts, extra...)); err != nil {
 		return nil, err
 	}
-	dials := newDialLog(o.dialer)
+	dials := newDialLog(o.Dialer)
 	if cfg.scheme == SchemeRedLock {
 		if err := o.refuse("RedLock", "WithWaitReplicas"); err != nil {
 			return nil, err

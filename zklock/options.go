@@ -40,10 +40,11 @@ type options struct {
 	timeoutSet     bool
 	connectTimeout time.Duration
 	acl            []zk.ACL
-	dialer         driverkit.DialFunc
-
-	openOnly []string // Open-only options that were set, to refuse them in New
+	driverkit.Common
 }
+
+// openOnly are the options that New refuses.
+var openOnly = []string{"WithConnectTimeout", "WithDialer"}
 
 func defaultOptions() options {
 	return options{prefix: DefaultPrefix, sessionTimeout: DefaultSessionTimeout, connectTimeout: DefaultConnectTimeout}
@@ -122,7 +123,7 @@ func WithConnectTimeout(d time.Duration) Option {
 			return optionError("connect timeout %v, must be positive", d)
 		}
 		o.connectTimeout = d
-		o.openOnly = append(o.openOnly, "WithConnectTimeout")
+		o.Set("WithConnectTimeout")
 		return nil
 	}
 }
@@ -147,12 +148,5 @@ func WithACL(acl []zk.ACL) Option {
 // timeout. Only for Open: give the connection you pass New a zk.WithDialer
 // yourself.
 func WithDialer(dial func(ctx context.Context, network, address string) (net.Conn, error)) Option {
-	return func(o *options) error {
-		if dial == nil {
-			return optionError("nil dialer")
-		}
-		o.dialer = dial
-		o.openOnly = append(o.openOnly, "WithDialer")
-		return nil
-	}
+	return driverkit.WithDialer[options]("zklock", dial)
 }

@@ -57,11 +57,11 @@ func openURL(ctx context.Context, u *url.URL, extra []Option) (*Driver, error) {
 	log := &clientLog{}
 	servers := strings.Join(cfg.servers, ",")
 	dial := net.DialTimeout
-	if o.dialer != nil {
+	if o.Dialer != nil {
 		dial = func(network, addr string, timeout time.Duration) (net.Conn, error) {
 			ctx, cancel := context.WithTimeout(context.Background(), timeout)
 			defer cancel()
-			return o.dialer(ctx, network, addr)
+			return o.Dialer(ctx, network, addr)
 		}
 	}
 	conn, _, err := zk.Connect(cfg.servers, o.sessionTimeout, zk.WithLogger(log), zk.WithDialer(dial))
