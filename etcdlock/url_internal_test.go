@@ -1,14 +1,11 @@
 package etcdlock
 
 import (
-	"context"
-	"net/url"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/golocker/locker/backend"
 	"github.com/golocker/locker/internal/driverkit"
 	"github.com/golocker/locker/internal/drivertest"
 )
@@ -30,10 +27,7 @@ func parse(t *testing.T, raw string) (parsed, error) {
 	if err != nil {
 		return parsed{}, err
 	}
-	o := defaultOptions()
-	if err := o.apply(cfg.opts); err != nil {
-		t.Fatalf("the URL's options: %v", err)
-	}
+	o := drivertest.Applied(t, defaultOptions(), cfg.opts)
 	return parsed{
 		endpoints: cfg.endpoints, username: cfg.username, password: cfg.password, tls: cfg.tls,
 		prefix: o.prefix, sessionTTL: o.sessionTTL, dialTimeout: o.dialTimeout,
@@ -93,17 +87,8 @@ func TestParseURL(t *testing.T) {
 	}
 }
 
-// parseOnly parses u for the checks of refused URLs: only its error counts.
-func parseOnly(u *url.URL) error {
-	_, err := parseURL(u)
-	return err
-}
-
-// openAny is Open as package drivertest takes it.
-func openAny(ctx context.Context, raw string) (backend.Driver, error) { return Open(ctx, raw) }
-
 func TestParseURLErrors(t *testing.T) {
-	drivertest.BadURLs(t, parseOnly, map[string]string{
+	drivertest.BadURLs(t, parseURL, map[string]string{
 		"redis://h:1":              "want etcd://",
 		"etcd:h:1":                 "want etcd://",
 		"etcd://":                  "no host",
@@ -135,7 +120,7 @@ func TestParseURLErrors(t *testing.T) {
 // file that is missing, nothing listening) and checks that the password
 // appears in no error, through Open and through locker.Open.
 func TestOpenErrorsHideThePassword(t *testing.T) {
-	drivertest.OpenFailures(t, "Pa55-w0rd", 30*time.Second, openAny,
+	drivertest.OpenFailures(t, "Pa55-w0rd", 30*time.Second, Open,
 		"etcd://u:Pa55-w0rd@127.0.0.1:1?dial_timeout=200ms",
 		"etcd://u:Pa55-w0rd@127.0.0.1:1?tls_ca_file=/nonexistent/ca.pem",
 		"etcd://u:Pa55-w0rd@h:1/a//b",
@@ -143,14 +128,8 @@ func TestOpenErrorsHideThePassword(t *testing.T) {
 	)
 }
 
-// applyOne applies opt to the default options.
-func applyOne(opt Option) error {
-	o := defaultOptions()
-	return o.apply([]Option{opt})
-}
-
 func TestOptions(t *testing.T) {
-	drivertest.BadOptions(t, applyOne,
+	drivertest.BadOptions(t, defaultOptions,
 		drivertest.BadOption[Option]{Name: "session TTL below a second", Opt: WithSessionTTL(500 * time.Millisecond), Want: "whole number of seconds"},
 		drivertest.BadOption[Option]{Name: "session TTL not whole seconds", Opt: WithSessionTTL(1500 * time.Millisecond), Want: "whole number of seconds"},
 		drivertest.BadOption[Option]{Name: "prefix without a slash", Opt: WithPrefix("locks"), Want: "does not start with '/'"},
@@ -189,10 +168,7 @@ func FuzzParseURL(f *testing.F) {
 		if len(cfg.endpoints) == 0 {
 			t.Fatalf("parseURL(%q) accepted no endpoint", raw)
 		}
-		o := defaultOptions()
-		if err := o.apply(cfg.opts); err != nil {
-			t.Fatalf("parseURL(%q) accepted options that do not apply: %v", raw, err)
-		}
+		o := drivertest.Applied(t, defaultOptions(), cfg.opts)
 		if !strings.HasPrefix(o.prefix, "/") || strings.HasSuffix(o.prefix, "/") || o.sessionTTL < time.Second {
 			t.Fatalf("parseURL(%q): prefix %q, session TTL %v", raw, o.prefix, o.sessionTTL)
 		}

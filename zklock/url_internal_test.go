@@ -1,15 +1,12 @@
 package zklock
 
 import (
-	"context"
-	"net/url"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
 
-	"github.com/golocker/locker/backend"
 	"github.com/golocker/locker/internal/drivertest"
 )
 
@@ -29,10 +26,7 @@ func parse(t *testing.T, raw string) (parsed, error) {
 	if err != nil {
 		return parsed{}, err
 	}
-	o := defaultOptions()
-	if err := o.apply(cfg.opts); err != nil {
-		t.Fatalf("the URL's options: %v", err)
-	}
+	o := drivertest.Applied(t, defaultOptions(), cfg.opts)
 	return parsed{
 		servers: cfg.servers, username: cfg.username, password: cfg.password,
 		prefix: o.prefix, sessionTimeout: o.sessionTimeout, connectTimeout: o.connectTimeout,
@@ -78,17 +72,8 @@ func TestParseURL(t *testing.T) {
 	}
 }
 
-// parseOnly parses u for the checks of refused URLs: only its error counts.
-func parseOnly(u *url.URL) error {
-	_, err := parseURL(u)
-	return err
-}
-
-// openAny is Open as package drivertest takes it.
-func openAny(ctx context.Context, raw string) (backend.Driver, error) { return Open(ctx, raw) }
-
 func TestParseURLErrors(t *testing.T) {
-	drivertest.BadURLs(t, parseOnly, map[string]string{
+	drivertest.BadURLs(t, parseURL, map[string]string{
 		"etcd://h:1":               "want zk://",
 		"zk:h:1":                   "want zk://",
 		"zk://":                    "no host",
@@ -117,21 +102,15 @@ func TestParseURLErrors(t *testing.T) {
 // checks that the password appears in no error, through Open and through
 // locker.Open.
 func TestOpenErrorsHideThePassword(t *testing.T) {
-	drivertest.OpenFailures(t, "Pa55-w0rd", 30*time.Second, openAny,
+	drivertest.OpenFailures(t, "Pa55-w0rd", 30*time.Second, Open,
 		"zk://u:Pa55-w0rd@127.0.0.1:1?connect_timeout=300ms",
 		"zk://u:Pa55-w0rd@h:1/a//b",
 		"zk://u:Pa55-w0rd@127.0.0.1:1?%zz",
 	)
 }
 
-// applyOne applies opt to the default options.
-func applyOne(opt Option) error {
-	o := defaultOptions()
-	return o.apply([]Option{opt})
-}
-
 func TestOptions(t *testing.T) {
-	drivertest.BadOptions(t, applyOne,
+	drivertest.BadOptions(t, defaultOptions,
 		drivertest.BadOption[Option]{Name: "session timeout too short", Opt: WithSessionTimeout(time.Millisecond), Want: "at least 10ms"},
 		drivertest.BadOption[Option]{Name: "prefix without a slash", Opt: WithPrefix("locks"), Want: "must begin with '/'"},
 		drivertest.BadOption[Option]{Name: "prefix under /zookeeper", Opt: WithPrefix("/zookeeper/x"), Want: "ZooKeeper's own"},
@@ -186,10 +165,7 @@ func FuzzParseURL(f *testing.F) {
 		if len(cfg.servers) == 0 {
 			t.Fatalf("parseURL(%q) accepted no server", raw)
 		}
-		o := defaultOptions()
-		if err := o.apply(cfg.opts); err != nil {
-			t.Fatalf("parseURL(%q) accepted options that do not apply: %v", raw, err)
-		}
+		o := drivertest.Applied(t, defaultOptions(), cfg.opts)
 		if p, err := cleanPrefix(o.prefix); err != nil || p != o.prefix {
 			t.Fatalf("parseURL(%q) accepted prefix %q: %v", raw, o.prefix, err)
 		}
