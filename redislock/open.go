@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
-	"net/url"
 	"sync"
 	"time"
 
@@ -25,9 +24,12 @@ const (
 	SchemeRedLock  = "redlock"        // redlock://[user:pass@]h1:6379,h2:6379,h3:6379[/db]
 )
 
+// opener opens the URLs of every scheme.
+var opener = driverkit.Opener[*urlConfig, options, Option, backend.Driver]{Pkg: "redislock", Parse: parseURL, Defaults: defaultOptions, Open: open}
+
 func init() {
 	for _, s := range []string{Scheme, SchemeTLS, SchemeSentinel, SchemeCluster, SchemeRedLock} {
-		locker.Register(s, open)
+		locker.Register(s, opener.ForLocker)
 	}
 }
 
@@ -38,20 +40,11 @@ func init() {
 // a majority of them). opts apply after the URL's parameters. The password
 // never appears in an error.
 func Open(ctx context.Context, rawURL string, opts ...Option) (backend.Driver, error) {
-	return driverkit.Open("redislock", rawURL, func(u *url.URL) (backend.Driver, error) { return openURL(ctx, u, opts) })
+	return opener.OpenRaw(ctx, rawURL, opts)
 }
 
-func open(ctx context.Context, u *url.URL) (backend.Driver, error) { return openURL(ctx, u, nil) }
-
-func openURL(ctx context.Context, u *url.URL, extra []Option) (backend.Driver, error) {
-	cfg, err := parseURL(u)
-	if err != nil {
-		return nil, err
-	}
-	o := defaultOptions()
-	if err := o.apply(append(cfg.opts, extra...)); err != nil {
-		return nil, err
-	}
+// open makes the driver of a URL's cfg, with options o.
+func open(ctx context.Context, cfg *urlConfig, o options) (backend.Driver, error) {
 	dials := newDialLog(o.Dialer)
 	if cfg.scheme == SchemeRedLock {
 		if err := o.refuse("RedLock", "WithWaitReplicas"); err != nil {
@@ -87,14 +80,7 @@ func openURL(ctx context.Context, u *url.URL, extra []Option) (backend.Driver, e
 // pingWithin PINGs client, returning when ctx ends even if go-redis does
 // not (a Sentinel client looks for its master first).
 func pingWithin(ctx context.Context, client redis.UniversalClient) error {
-	errc := make(chan error, 1)
-	go func() { errc <- client.Ping(ctx).Err() }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return driverkit.WithinErr(ctx, func() error { return client.Ping(ctx).Err() })
 }
 
 // ping checks that a majority of the instances answer.

@@ -159,14 +159,7 @@ func (d *Driver) call(ctx context.Context, f func() error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	done := make(chan error, 1)
-	go func() { done <- f() }()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return driverkit.WithinErr(ctx, f)
 }
 
 // SetLogger implements backend.LogSetter: the connection that Open made
