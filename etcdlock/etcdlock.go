@@ -65,7 +65,7 @@ func New(cli *clientv3.Client, opts ...Option) (*Driver, error) {
 		return nil, optionError("nil client")
 	}
 	o := defaultOptions()
-	if err := o.apply(opts); err != nil {
+	if err := driverkit.Apply(&o, opts); err != nil {
 		return nil, err
 	}
 	if err := o.Refuse("etcdlock", "New: configure the client you pass", openOnly...); err != nil {

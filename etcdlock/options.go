@@ -48,8 +48,6 @@ func defaultOptions() options {
 	return options{prefix: DefaultPrefix, sessionTTL: DefaultSessionTTL, dialTimeout: DefaultDialTimeout}
 }
 
-func (o *options) apply(opts []Option) error { return driverkit.Apply(o, opts) }
-
 func optionError(format string, args ...any) error {
 	return driverkit.BadOption("etcdlock", format, args...)
 }
@@ -60,14 +58,7 @@ func optionError(format string, args ...any) error {
 // with '/', and must not end with '/' or contain an empty segment ("//").
 // URL: the path, as in etcd://host:2379/locks.
 func WithPrefix(prefix string) Option {
-	return func(o *options) error {
-		p, err := cleanPrefix(prefix)
-		if err != nil {
-			return optionError("%v", err)
-		}
-		o.prefix = p
-		return nil
-	}
+	return driverkit.Checked("etcdlock", prefix, cleanPrefix, func(o *options) *string { return &o.prefix })
 }
 
 // cleanPrefix validates a key prefix; "" and "/" mean DefaultPrefix.

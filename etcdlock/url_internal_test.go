@@ -35,6 +35,9 @@ func parse(t *testing.T, raw string) (parsed, error) {
 }
 
 func TestParseURL(t *testing.T) {
+	drivertest.HostsURLs(t, Scheme, DefaultPort, parseURL, func(cfg *urlConfig) driverkit.HostsURL {
+		return driverkit.HostsURL{Hosts: cfg.endpoints, Username: cfg.username, Password: cfg.password}
+	})
 	def := func(p parsed) parsed {
 		if p.prefix == "" {
 			p.prefix = DefaultPrefix
@@ -51,15 +54,10 @@ func TestParseURL(t *testing.T) {
 		url  string
 		want parsed
 	}{
-		{"etcd://127.0.0.1:2379", parsed{endpoints: []string{"127.0.0.1:2379"}}},
 		{"etcd://localhost", parsed{endpoints: []string{"localhost:2379"}}},
-		{"ETCD://h1:1,h2:2,h3:3/", parsed{endpoints: []string{"h1:1", "h2:2", "h3:3"}}},
-		{"etcd://h1,h2:2", parsed{endpoints: []string{"h1:2379", "h2:2"}}},
 		{"etcd://[::1]:7/locks", parsed{endpoints: []string{"[::1]:7"}, prefix: "/locks"}},
 		{"etcd://h:1/a/b/", parsed{endpoints: []string{"h:1"}, prefix: "/a/b"}},
 		{"etcd://h:1/sp%20ace", parsed{endpoints: []string{"h:1"}, prefix: "/sp ace"}},
-		{"etcd://u:p%40ss@h:1", parsed{endpoints: []string{"h:1"}, username: "u", password: "p@ss"}},
-		{"etcd://u@h:1", parsed{endpoints: []string{"h:1"}, username: "u"}},
 		{
 			"etcd://h:1?session_ttl=3s&dial_timeout=250ms",
 			parsed{endpoints: []string{"h:1"}, sessionTTL: 3 * time.Second, dialTimeout: 250 * time.Millisecond},
@@ -88,21 +86,11 @@ func TestParseURL(t *testing.T) {
 }
 
 func TestParseURLErrors(t *testing.T) {
+	drivertest.HostsURLErrors(t, Scheme, parseURL)
 	drivertest.BadURLs(t, parseURL, map[string]string{
-		"redis://h:1":              "want etcd://",
-		"etcd:h:1":                 "want etcd://",
-		"etcd://":                  "no host",
-		"etcd:///locks":            "no host",
-		"etcd://h:1#frag":          "fragment",
-		"etcd://h:0":               "bad port",
-		"etcd://h:99999":           "bad port",
-		"etcd://h:1,,h:2":          "empty host",
-		"etcd://:1":                "empty host name",
-		"etcd://h:1,h:1":           "given twice",
-		"etcd://:secret@h:1":       "password without a user name",
-		"etcd://h:1/a//b":          "empty segment",
-		"etcd://h:1?prefix=x":      `unknown parameter "prefix"`,
-		"etcd://h:1?sessionttl=1s": `unknown parameter "sessionttl"`,
+		"etcd://h:1/a//b":                          "empty segment",
+		"etcd://h:1?prefix=x":                      `unknown parameter "prefix"`,
+		"etcd://h:1?sessionttl=1s":                 `unknown parameter "sessionttl"`,
 		"etcd://h:1?session_ttl=1s&session_ttl=2s": "given 2 times",
 		"etcd://h:1?session_ttl=1500ms":            "whole number of seconds",
 		"etcd://h:1?session_ttl=0s":                "whole number of seconds",
@@ -112,7 +100,6 @@ func TestParseURLErrors(t *testing.T) {
 		"etcd://h:1?tls=false&tls_ca_file=x":       "tls=false with tls_ parameters",
 		"etcd://h:1?tls_cert_file=c":               "go together",
 		"etcd://h:1?tls_insecure_skip_verify=x":    "bad tls_insecure_skip_verify",
-		"etcd://h:1?a=%zz":                         "bad query",
 	}, "secret")
 }
 

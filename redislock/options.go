@@ -35,8 +35,6 @@ func defaultOptions() options {
 	return options{keyPrefix: DefaultKeyPrefix, directCalls: directCalls}
 }
 
-func (o *options) apply(opts []Option) error { return driverkit.Apply(o, opts) }
-
 // refuse returns an error if one of the named options was set.
 func (o *options) refuse(driver string, names ...string) error {
 	return o.Refuse("redislock", driver, names...)

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/golocker/locker/backend"
+	"github.com/golocker/locker/internal/driverkit"
 )
 
 // RedLock is a lock driver over N independent Redis instances, after the
@@ -57,7 +58,7 @@ func NewRedLock(clients []redis.UniversalClient, opts ...Option) (*RedLock, erro
 		}
 	}
 	o := defaultOptions()
-	if err := o.apply(opts); err != nil {
+	if err := driverkit.Apply(&o, opts); err != nil {
 		return nil, err
 	}
 	if err := o.refuse("RedLock", "WithWaitReplicas", "WithBatch"); err != nil {

@@ -50,8 +50,6 @@ func defaultOptions() options {
 	return options{prefix: DefaultPrefix, sessionTimeout: DefaultSessionTimeout, connectTimeout: DefaultConnectTimeout}
 }
 
-func (o *options) apply(opts []Option) error { return driverkit.Apply(o, opts) }
-
 func optionError(format string, args ...any) error {
 	return driverkit.BadOption("zklock", format, args...)
 }
@@ -63,14 +61,7 @@ func optionError(format string, args ...any) error {
 // /zookeeper, without a trailing '/'. URL: the path, as in
 // zk://host:2181/locks.
 func WithPrefix(prefix string) Option {
-	return func(o *options) error {
-		p, err := cleanPrefix(prefix)
-		if err != nil {
-			return optionError("%v", err)
-		}
-		o.prefix = p
-		return nil
-	}
+	return driverkit.Checked("zklock", prefix, cleanPrefix, func(o *options) *string { return &o.prefix })
 }
 
 // cleanPrefix validates a prefix; "" and "/" mean DefaultPrefix.

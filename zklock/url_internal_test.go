@@ -7,6 +7,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/golocker/locker/internal/driverkit"
 	"github.com/golocker/locker/internal/drivertest"
 )
 
@@ -34,18 +35,17 @@ func parse(t *testing.T, raw string) (parsed, error) {
 }
 
 func TestParseURL(t *testing.T) {
+	drivertest.HostsURLs(t, Scheme, DefaultPort, parseURL, func(cfg *urlConfig) driverkit.HostsURL {
+		return driverkit.HostsURL{Hosts: cfg.servers, Username: cfg.username, Password: cfg.password}
+	})
 	for _, tc := range []struct {
 		url  string
 		want parsed
 	}{
-		{"zk://127.0.0.1:2181", parsed{servers: []string{"127.0.0.1:2181"}}},
 		{"zk://localhost", parsed{servers: []string{"localhost:2181"}}},
-		{"ZK://h1:1,h2:2,h3:3/", parsed{servers: []string{"h1:1", "h2:2", "h3:3"}}},
-		{"zk://h1,h2:2", parsed{servers: []string{"h1:2181", "h2:2"}}},
 		{"zk://[::1]:7/locks", parsed{servers: []string{"[::1]:7"}, prefix: "/locks"}},
 		{"zk://h:1/a/b/", parsed{servers: []string{"h:1"}, prefix: "/a/b"}},
 		{"zk://h:1/sp%20ace", parsed{servers: []string{"h:1"}, prefix: "/sp ace"}},
-		{"zk://u:p%40ss@h:1", parsed{servers: []string{"h:1"}, username: "u", password: "p@ss"}},
 		{"zk://h:1?session_timeout=4s&connect_timeout=250ms", parsed{servers: []string{"h:1"}, sessionTimeout: 4 * time.Second, connectTimeout: 250 * time.Millisecond}},
 		{"zk://h:1?session_timeout=1500ms", parsed{servers: []string{"h:1"}, sessionTimeout: 1500 * time.Millisecond}},
 	} {
@@ -73,17 +73,8 @@ func TestParseURL(t *testing.T) {
 }
 
 func TestParseURLErrors(t *testing.T) {
+	drivertest.HostsURLErrors(t, Scheme, parseURL)
 	drivertest.BadURLs(t, parseURL, map[string]string{
-		"etcd://h:1":               "want zk://",
-		"zk:h:1":                   "want zk://",
-		"zk://":                    "no host",
-		"zk:///locks":              "no host",
-		"zk://h:1#frag":            "fragment",
-		"zk://h:0":                 "bad port",
-		"zk://h:1,,h:2":            "empty host",
-		"zk://:1":                  "empty host name",
-		"zk://h:1,h:1":             "given twice",
-		"zk://:secret@h:1":         "password without a user name",
 		"zk://h:1/a//b":            "empty, . or .. segment",
 		"zk://h:1/a/./b":           "empty, . or .. segment",
 		"zk://h:1/zookeeper":       "ZooKeeper's own",
@@ -94,7 +85,6 @@ func TestParseURLErrors(t *testing.T) {
 		"zk://h:1?session_timeout=10":                    "bad session_timeout",
 		"zk://h:1?session_timeout=1ms":                   "at least 10ms",
 		"zk://h:1?connect_timeout=0s":                    "bad connect_timeout",
-		"zk://h:1?a=%zz":                                 "bad query",
 	}, "secret")
 }
 

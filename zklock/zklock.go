@@ -76,7 +76,7 @@ func New(conn *zk.Conn, opts ...Option) (*Driver, error) {
 		return nil, optionError("nil connection")
 	}
 	o := defaultOptions()
-	if err := o.apply(opts); err != nil {
+	if err := driverkit.Apply(&o, opts); err != nil {
 		return nil, err
 	}
 	if err := o.Refuse("zklock", "New", openOnly...); err != nil {

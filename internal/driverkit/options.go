@@ -46,3 +46,17 @@ func WithDialer[T any, P interface {
 		return nil
 	}
 }
+
+// Checked returns an option of driver pkg that sets the field of T that
+// field points to to what check makes of v; check's error is a BadOption
+// error.
+func Checked[T, V any](pkg string, v V, check func(V) (V, error), field func(*T) *V) func(*T) error {
+	return func(o *T) error {
+		c, err := check(v)
+		if err != nil {
+			return BadOption(pkg, "%v", err)
+		}
+		*field(o) = c
+		return nil
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -161,5 +162,60 @@ func OpenFails[D backend.Driver, O any](t *testing.T, ctx context.Context, raw, 
 		t.Errorf("locker.Open(%s) succeeded", locker.Redact(raw))
 	} else if strings.Contains(err.Error(), pw) {
 		t.Errorf("locker.Open(%s) error shows the password: %v", locker.Redact(raw), err)
+	}
+}
+
+// HostsURLErrors checks, with BadURLs, that the parser of a driver whose
+// URLs are driverkit.ParseHostsURL's,
+//
+//	scheme://[user:password@]host1[:port][,host2[:port]...][/path][?query]
+//
+// refuses what every such parser refuses (another scheme, no host, a bad
+// port or host list, a password alone, a fragment, an unknown or
+// malformed parameter) and says why.
+func HostsURLErrors[C any](t *testing.T, scheme string, parse func(*url.URL) (C, error)) {
+	t.Helper()
+	want := "want " + scheme + "://"
+	BadURLs(t, parse, map[string]string{
+		"other://h:1":              want,
+		scheme + ":h:1":            want,
+		scheme + "://":             "no host",
+		scheme + ":///locks":       "no host",
+		scheme + "://h:1#frag":     "fragment",
+		scheme + "://h:0":          "bad port",
+		scheme + "://h:99999":      "bad port",
+		scheme + "://h:1,,h:2":     "empty host",
+		scheme + "://:1":           "empty host name",
+		scheme + "://h:1,h:1":      "given twice",
+		scheme + "://:secret@h:1":  "password without a user name",
+		scheme + "://h:1?nosuch=1": `unknown parameter "nosuch"`,
+		scheme + "://h:1?a=%zz":    "bad query",
+	}, "secret")
+}
+
+// HostsURLs checks that the parser of a driver whose URLs are
+// driverkit.ParseHostsURL's reads the hosts and credentials of URLs the
+// way every such parser does: parts returns them from what parse made.
+func HostsURLs[C any](t *testing.T, scheme, defaultPort string, parse func(*url.URL) (C, error), parts func(C) driverkit.HostsURL) {
+	t.Helper()
+	for raw, want := range map[string]driverkit.HostsURL{
+		scheme + "://127.0.0.1:1":                      {Hosts: []string{"127.0.0.1:1"}},
+		scheme + "://localhost":                        {Hosts: []string{"localhost:" + defaultPort}},
+		strings.ToUpper(scheme) + "://h1:1,h2:2,h3:3/": {Hosts: []string{"h1:1", "h2:2", "h3:3"}},
+		scheme + "://h1,h2:2":                          {Hosts: []string{"h1:" + defaultPort, "h2:2"}},
+		scheme + "://[::1]:7/locks":                    {Hosts: []string{"[::1]:7"}},
+		scheme + "://u:p%40ss@h:1":                     {Hosts: []string{"h:1"}, Username: "u", Password: "p@ss"},
+		scheme + "://u@h:1":                            {Hosts: []string{"h:1"}, Username: "u"},
+	} {
+		t.Run(raw, func(t *testing.T) {
+			c, err := parse(URL(t, raw))
+			if err != nil {
+				t.Fatalf("parseURL: %v", err)
+			}
+			got := parts(c)
+			if !slices.Equal(got.Hosts, want.Hosts) || got.Username != want.Username || got.Password != want.Password {
+				t.Errorf("parseURL = hosts %v, user %q, password %q; want %v, %q, %q", got.Hosts, got.Username, got.Password, want.Hosts, want.Username, want.Password)
+			}
+		})
 	}
 }
