@@ -113,47 +113,23 @@ func (cfg *urlConfig) client(dial driverkit.DialFunc) (redis.UniversalClient, er
 	}
 	switch cfg.scheme {
 	case SchemeSentinel:
-		return redis.NewFailoverClient(&redis.FailoverOptions{
-			MasterName:            cfg.master,
-			SentinelAddrs:         cfg.addrs,
-			SentinelUsername:      cfg.sentinelUsername,
-			SentinelPassword:      cfg.sentinelPassword,
-			Username:              cfg.username,
-			Password:              cfg.password,
-			DB:                    cfg.db,
-			DialTimeout:           cfg.dialTimeout,
-			ReadTimeout:           cfg.readTimeout,
-			WriteTimeout:          cfg.writeTimeout,
-			PoolSize:              cfg.poolSize,
-			ContextTimeoutEnabled: true,
-			Dialer:                dial,
-		}), nil
+		u := cfg.universal(cfg.addrs, dial)
+		u.MasterName, u.SentinelUsername, u.SentinelPassword = cfg.master, cfg.sentinelUsername, cfg.sentinelPassword
+		return redis.NewFailoverClient(u.Failover()), nil
 	case SchemeCluster:
-		return redis.NewClusterClient(&redis.ClusterOptions{
-			Addrs:                 cfg.addrs,
-			Username:              cfg.username,
-			Password:              cfg.password,
-			DialTimeout:           cfg.dialTimeout,
-			ReadTimeout:           cfg.readTimeout,
-			WriteTimeout:          cfg.writeTimeout,
-			PoolSize:              cfg.poolSize,
-			ContextTimeoutEnabled: true,
-			Dialer:                dial,
-		}), nil
+		return redis.NewClusterClient(cfg.universal(cfg.addrs, dial).Cluster()), nil
 	}
 	return redis.NewClient(cfg.clientOptions(cfg.addrs[0], tc, dial)), nil
 }
 
-func (cfg *urlConfig) clientOptions(addr string, tc *tls.Config, dial driverkit.DialFunc) *redis.Options {
-	if tc != nil {
-		dial = tlsDial(dial, tc)
-	}
-	return &redis.Options{
-		Addr:                  addr,
+// universal returns the go-redis options of the URL's settings, for the
+// servers addrs: go-redis turns them into those of each kind of client.
+func (cfg *urlConfig) universal(addrs []string, dial driverkit.DialFunc) *redis.UniversalOptions {
+	return &redis.UniversalOptions{
+		Addrs:                 addrs,
 		Username:              cfg.username,
 		Password:              cfg.password,
 		DB:                    cfg.db,
-		TLSConfig:             tc,
 		DialTimeout:           cfg.dialTimeout,
 		ReadTimeout:           cfg.readTimeout,
 		WriteTimeout:          cfg.writeTimeout,
@@ -161,6 +137,15 @@ func (cfg *urlConfig) clientOptions(addr string, tc *tls.Config, dial driverkit.
 		ContextTimeoutEnabled: true,
 		Dialer:                dial,
 	}
+}
+
+func (cfg *urlConfig) clientOptions(addr string, tc *tls.Config, dial driverkit.DialFunc) *redis.Options {
+	if tc != nil {
+		dial = tlsDial(dial, tc)
+	}
+	o := cfg.universal([]string{addr}, dial).Simple()
+	o.TLSConfig = tc
+	return o
 }
 
 // tlsConfig builds the TLS configuration of a rediss URL, reading the

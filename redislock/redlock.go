@@ -284,24 +284,30 @@ func (l *redLease) Release(ctx context.Context) error {
 	return l.rl.majority(results, "released")
 }
 
-// majority reads the 1/0 answers of an owner-checked script: nil when a
-// majority answered 1, ErrLost when so many answered 0 that no majority
-// could, else an error joining the instances' failures.
-func (rl *RedLock) majority(results []instanceResult, what string) error {
-	ok, notOwner := 0, 0
-	var errs []error
+// tally counts the answers of a script that answers 1 or 0 on each
+// instance: the ones, the zeros, and the failures (an error, or any other
+// answer).
+func tally(results []instanceResult) (ones, zeros int, errs []error) {
 	for _, r := range results {
 		switch {
 		case r.err != nil:
 			errs = append(errs, closedErr(r.err))
 		case r.res == int64(1):
-			ok++
+			ones++
 		case r.res == int64(0):
-			notOwner++
+			zeros++
 		default:
 			errs = append(errs, fmt.Errorf("%w: %v", errReply, r.res))
 		}
 	}
+	return ones, zeros, errs
+}
+
+// majority reads the 1/0 answers of an owner-checked script: nil when a
+// majority answered 1, ErrLost when so many answered 0 that no majority
+// could, else an error joining the instances' failures.
+func (rl *RedLock) majority(results []instanceResult, what string) error {
+	ok, notOwner, errs := tally(results)
 	switch {
 	case ok >= rl.quorum:
 		return nil
