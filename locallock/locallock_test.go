@@ -54,14 +54,8 @@ func TestStoreFreesIdleNames(t *testing.T) {
 		}
 	}
 	expiring := mustAcquire(t, ctx, d, "expiring", 20*time.Millisecond)
-	select {
-	case <-expiring.Lost().C():
-	case <-time.After(5 * time.Second):
-		t.Fatal("an unrenewed lease did not expire")
-	}
-	if n := s.Len(); n != 0 {
-		t.Errorf("Len after every holder released and every waiter gave up = %d, want 0", n)
-	}
+	awaitLost(t, expiring)
+	wantEmpty(t, s, "after every holder released and every waiter gave up")
 }
 
 // A waiter whose ctx ends while the lock is being handed to it must pass the
@@ -123,20 +117,14 @@ func TestCancelledWaiterGrantedHandsTheLockOn(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the next waiter was not granted the lock")
 	}
-	if n := s.Len(); n != 0 {
-		t.Errorf("Len = %d after the race, want 0", n)
-	}
+	wantEmpty(t, s, "after the race")
 }
 
 func TestExpiredLease(t *testing.T) {
 	ctx := testCtx(t)
 	d := New(nil)
 	l := mustAcquire(t, ctx, d, "expired", 20*time.Millisecond)
-	select {
-	case <-l.Lost().C():
-	case <-time.After(5 * time.Second):
-		t.Fatal("Lost did not close when the lease expired")
-	}
+	awaitLost(t, l)
 	if err := l.Renew(ctx, ttl); !errors.Is(err, backend.ErrLost) {
 		t.Errorf("Renew after expiry = %v, want ErrLost", err)
 	}
@@ -208,9 +196,7 @@ func TestClosedDriver(t *testing.T) {
 	if err := holder.Release(ctx); err != nil {
 		t.Errorf("the holder on another Driver: Release = %v", err)
 	}
-	if n := s.Len(); n != 0 {
-		t.Errorf("Len = %d, want 0", n)
-	}
+	wantEmpty(t, s, "after Close and the last release")
 }
 
 func TestMemURLs(t *testing.T) {
@@ -274,6 +260,24 @@ func mustAcquire(t *testing.T, ctx context.Context, d *Driver, name string, ttl 
 		t.Fatalf("Acquire(%s): %v", name, err)
 	}
 	return l
+}
+
+// awaitLost waits for l, a lease left to expire, to be lost.
+func awaitLost(t *testing.T, l backend.Lease) {
+	t.Helper()
+	select {
+	case <-l.Lost().C():
+	case <-time.After(5 * time.Second):
+		t.Fatal("Lost did not close when the lease expired")
+	}
+}
+
+// wantEmpty fails t unless s keeps no name, when what happened.
+func wantEmpty(t *testing.T, s *Store, when string) {
+	t.Helper()
+	if n := s.Len(); n != 0 {
+		t.Errorf("Len %s = %d, want 0", when, n)
+	}
 }
 
 func awaitWaiters(t *testing.T, ctx context.Context, d *Driver, name string, n int) {

@@ -114,18 +114,7 @@ func TestOptions(t *testing.T) {
 
 func TestEscape(t *testing.T) {
 	for _, s := range []string{"a", ".", "..", "...", "a.b", "a/b", "%", "%2F", "ünï/cødé%25", "//", "emoji-🔒", "ctl-\x01\x1f\x7f\u0085", "priv-\ue000", "\ufff0\uffff", "zookeeper"} {
-		e := escape(s)
-		if e == "." || e == ".." || strings.Contains(e, "/") {
-			t.Errorf("escape(%q) = %q, not a node name", s, e)
-		}
-		for _, r := range e {
-			if forbidden(r) {
-				t.Errorf("escape(%q) = %q keeps %U", s, e, r)
-			}
-		}
-		if got, ok := unescape(e); !ok || got != s {
-			t.Errorf("unescape(escape(%q)) = %q, %v", s, got, ok)
-		}
+		checkEscape(t, s)
 	}
 	for _, bad := range []string{"%", "%2", "%zz", "%FF"} {
 		if _, ok := unescape(bad); ok {
@@ -176,17 +165,24 @@ func FuzzEscape(f *testing.F) {
 		if name == "" || !utf8.ValidString(name) || strings.ContainsRune(name, 0) {
 			return // package locker refuses these
 		}
-		e := escape(name)
-		if e == "." || e == ".." || strings.Contains(e, "/") {
-			t.Fatalf("escape(%q) = %q, not a node name", name, e)
-		}
-		for _, r := range e {
-			if forbidden(r) {
-				t.Fatalf("escape(%q) = %q keeps %U", name, e, r)
-			}
-		}
-		if got, ok := unescape(e); !ok || got != name {
-			t.Fatalf("unescape(escape(%q)) = %q, %v", name, got, ok)
-		}
+		checkEscape(t, name)
 	})
+}
+
+// checkEscape checks that escape makes of name a node name without the
+// characters ZooKeeper refuses, and that unescape maps it back.
+func checkEscape(t *testing.T, name string) {
+	t.Helper()
+	e := escape(name)
+	if e == "." || e == ".." || strings.Contains(e, "/") {
+		t.Errorf("escape(%q) = %q, not a node name", name, e)
+	}
+	for _, r := range e {
+		if forbidden(r) {
+			t.Errorf("escape(%q) = %q keeps %U", name, e, r)
+		}
+	}
+	if got, ok := unescape(e); !ok || got != name {
+		t.Errorf("unescape(escape(%q)) = %q, %v", name, got, ok)
+	}
 }
