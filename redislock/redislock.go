@@ -175,14 +175,7 @@ func (d *Driver) Close() error {
 	return d.closeErr
 }
 
-func (d *Driver) isClosed() bool {
-	select {
-	case <-d.closed:
-		return true
-	default:
-		return false
-	}
-}
+func (d *Driver) isClosed() bool { return driverkit.Done(d.closed) }
 
 // check refuses a request the Driver cannot take.
 func (d *Driver) check(ctx context.Context, r backend.Request) error {

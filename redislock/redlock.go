@@ -105,14 +105,7 @@ func (rl *RedLock) Close() error {
 	return rl.closeErr
 }
 
-func (rl *RedLock) isClosed() bool {
-	select {
-	case <-rl.closed:
-		return true
-	default:
-		return false
-	}
-}
+func (rl *RedLock) isClosed() bool { return driverkit.Done(rl.closed) }
 
 // drift is the allowance for the clocks of the client and the instances
 // running at different rates: 1% of the lease plus 2ms, as the Redlock

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/golocker/locker/backend"
 )
 
 // Attempts runs the attempts of one acquisition, for a driver whose holds
@@ -53,6 +51,16 @@ func Attempts[S, L any](ctx context.Context, wait bool, session func(context.Con
 	}
 }
 
+// Done reports, without waiting, whether ch is closed.
+func Done(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
 // Sleep waits for d, or until ctx ends; it reports whether d passed.
 func Sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
@@ -63,66 +71,4 @@ func Sleep(ctx context.Context, d time.Duration) bool {
 	case <-ctx.Done():
 		return false
 	}
-}
-
-// StoreErr is the error of driver pkg for a call to its store at where
-// (the endpoints, for the reader) that failed with err; it matches ctx's
-// error when ctx ended.
-func StoreErr(ctx context.Context, pkg, where string, err error) error {
-	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
-		err = fmt.Errorf("%w: %w", cerr, err)
-	}
-	return fmt.Errorf("%s: %s: %w", pkg, where, err)
-}
-
-// SessionCapabilities are the capabilities of a driver whose holds are the
-// keys or nodes of a session on a consensus store (etcdlock, zklock):
-// fenced, woken by a watch, first come first served, lost with the
-// session, which expires when its process dies.
-func SessionCapabilities() backend.Capabilities {
-	return backend.Capabilities{
-		Fencing:      true,
-		Notify:       true,
-		FIFO:         true,
-		LostSignal:   true,
-		Expiry:       true,
-		SessionLease: true,
-		CrossProcess: true,
-	}
-}
-
-// Within runs f, a call that may not honour ctx (a client that connects,
-// logs in or finds its master first), and returns its result, or ctx's
-// error as soon as ctx ends. A result that f returns after that goes to
-// late (nil: dropped), to close what it opened.
-func Within[R any](ctx context.Context, f func() (R, error), late func(R)) (R, error) {
-	type result struct {
-		r   R
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		r, err := f()
-		done <- result{r, err}
-	}()
-	select {
-	case res := <-done:
-		return res.r, res.err
-	case <-ctx.Done():
-		if late != nil {
-			go func() {
-				if res := <-done; res.err == nil {
-					late(res.r)
-				}
-			}()
-		}
-		var none R
-		return none, ctx.Err()
-	}
-}
-
-// WithinErr is Within for a call that returns only an error.
-func WithinErr(ctx context.Context, f func() error) error {
-	_, err := Within(ctx, func() (struct{}, error) { return struct{}{}, f() }, nil)
-	return err
 }
