@@ -42,16 +42,10 @@ func (d *Driver) AcquireWait(ctx context.Context, r backend.Request) (backend.Le
 // connection), until ctx ends. Every failure and every cancellation deletes
 // the key before returning.
 func (d *Driver) acquire(ctx context.Context, r backend.Request, wait bool) (backend.Lease, error) {
-	return driverkit.Attempts(ctx, wait, func() (backend.Lease, error) {
-		s, err := d.session(ctx)
-		if err != nil {
-			return nil, driverkit.Final(err)
-		}
+	return driverkit.Attempts(ctx, wait, d.session, func(s *session) (backend.Lease, error) {
 		return d.attempt(ctx, s, r, wait)
-	}, sessionEnded, transient)
+	}, errSessionEnded, transient)
 }
-
-func sessionEnded(err error) bool { return errors.Is(err, errSessionEnded) }
 
 // transient reports whether an attempt failed for a reason that passes: the
 // cluster has no leader, the connection was lost, the key is busy.

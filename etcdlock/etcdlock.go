@@ -65,11 +65,11 @@ func New(cli *clientv3.Client, opts ...Option) (*Driver, error) {
 		return nil, optionError("nil client")
 	}
 	o := defaultOptions()
-	if err := o.apply(opts); err != nil {
+	if err := driverkit.Apply(&o, opts); err != nil {
 		return nil, err
 	}
-	if len(o.openOnly) > 0 {
-		return nil, optionError("%s applies to Open, not New: configure the client you pass", o.openOnly[0])
+	if err := o.Refuse("etcdlock", "New: configure the client you pass", openOnly...); err != nil {
+		return nil, err
 	}
 	return newDriver(cli, false, o, nil), nil
 }
@@ -87,15 +87,7 @@ func newDriver(cli *clientv3.Client, own bool, o options, log *atomic.Pointer[sl
 
 // Capabilities implements backend.Driver.
 func (d *Driver) Capabilities() backend.Capabilities {
-	return backend.Capabilities{
-		Fencing:      true,
-		Notify:       true,
-		FIFO:         true,
-		LostSignal:   true,
-		Expiry:       true,
-		SessionLease: true,
-		CrossProcess: true,
-	}
+	return driverkit.SessionCapabilities()
 }
 
 // Client returns the etcd client the Driver uses.
@@ -209,8 +201,5 @@ var (
 // storeErr is the error of a call that failed with the cluster's err: it
 // names the endpoints, and matches ctx's error when ctx ended.
 func (d *Driver) storeErr(ctx context.Context, err error) error {
-	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
-		err = fmt.Errorf("%w: %w", cerr, err)
-	}
-	return fmt.Errorf("etcdlock: %s: %w", d.endpoints, err)
+	return driverkit.StoreErr(ctx, "etcdlock", d.endpoints, err)
 }

@@ -38,16 +38,15 @@ type options struct {
 	sessionTTL  time.Duration
 	dialTimeout time.Duration
 	tlsConfig   *tls.Config
-	dialer      driverkit.DialFunc
-
-	openOnly []string // Open-only options that were set, to refuse them in New
+	driverkit.Common
 }
+
+// openOnly are the options that New refuses.
+var openOnly = []string{"WithDialTimeout", "WithTLSConfig", "WithDialer"}
 
 func defaultOptions() options {
 	return options{prefix: DefaultPrefix, sessionTTL: DefaultSessionTTL, dialTimeout: DefaultDialTimeout}
 }
-
-func (o *options) apply(opts []Option) error { return driverkit.Apply(o, opts) }
 
 func optionError(format string, args ...any) error {
 	return driverkit.BadOption("etcdlock", format, args...)
@@ -59,14 +58,7 @@ func optionError(format string, args ...any) error {
 // with '/', and must not end with '/' or contain an empty segment ("//").
 // URL: the path, as in etcd://host:2379/locks.
 func WithPrefix(prefix string) Option {
-	return func(o *options) error {
-		p, err := cleanPrefix(prefix)
-		if err != nil {
-			return optionError("%v", err)
-		}
-		o.prefix = p
-		return nil
-	}
+	return driverkit.Checked("etcdlock", prefix, cleanPrefix, func(o *options) *string { return &o.prefix })
 }
 
 // cleanPrefix validates a key prefix; "" and "/" mean DefaultPrefix.
@@ -118,7 +110,7 @@ func WithDialTimeout(d time.Duration) Option {
 			return optionError("dial timeout %v, must be positive", d)
 		}
 		o.dialTimeout = d
-		o.openOnly = append(o.openOnly, "WithDialTimeout")
+		o.Set("WithDialTimeout")
 		return nil
 	}
 }
@@ -131,7 +123,7 @@ func WithTLSConfig(cfg *tls.Config) Option {
 			return optionError("nil TLS config")
 		}
 		o.tlsConfig = cfg
-		o.openOnly = append(o.openOnly, "WithTLSConfig")
+		o.Set("WithTLSConfig")
 		return nil
 	}
 }
@@ -140,12 +132,5 @@ func WithTLSConfig(cfg *tls.Config) Option {
 // proxy, or a test's conformance.FaultNet), with network "tcp". Only for
 // Open: give the client you pass New a grpc.WithContextDialer yourself.
 func WithDialer(dial func(ctx context.Context, network, address string) (net.Conn, error)) Option {
-	return func(o *options) error {
-		if dial == nil {
-			return optionError("nil dialer")
-		}
-		o.dialer = dial
-		o.openOnly = append(o.openOnly, "WithDialer")
-		return nil
-	}
+	return driverkit.WithDialer[options]("etcdlock", dial)
 }

@@ -17,7 +17,6 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/golocker/locker"
-	"github.com/golocker/locker/backend"
 	"github.com/golocker/locker/internal/driverkit"
 )
 
@@ -29,31 +28,24 @@ const Scheme = "etcd"
 // DefaultPort is the client port of a host given without one.
 const DefaultPort = "2379"
 
-func init() {
-	locker.Register(Scheme, func(ctx context.Context, u *url.URL) (backend.Driver, error) {
-		return openURL(ctx, u, nil)
-	})
-}
+// opener opens the URLs of Scheme.
+var opener = driverkit.Opener[*urlConfig, options, Option, *Driver]{Pkg: "etcdlock", Parse: parseURL, Defaults: defaultOptions, Open: open}
+
+func init() { locker.Register(Scheme, opener.ForLocker) }
 
 // Open returns the Driver of an etcd:// URL, as locker.Open would use it.
 // It creates the etcd client, which Close closes, and checks that the
 // cluster answers. opts apply after the URL's parameters. The password never
 // appears in an error.
 func Open(ctx context.Context, rawURL string, opts ...Option) (*Driver, error) {
-	return driverkit.Open("etcdlock", rawURL, func(u *url.URL) (*Driver, error) { return openURL(ctx, u, opts) })
+	return opener.OpenRaw(ctx, rawURL, opts)
 }
 
-func openURL(ctx context.Context, u *url.URL, extra []Option) (*Driver, error) {
-	cfg, err := parseURL(u)
-	if err != nil {
-		return nil, err
-	}
-	o := defaultOptions()
-	if err := o.apply(append(cfg.opts, extra...)); err != nil {
-		return nil, err
-	}
+// open makes the Driver of a URL's cfg, with options o.
+func open(ctx context.Context, cfg *urlConfig, o options) (*Driver, error) {
 	tc := o.tlsConfig
 	if tc == nil && cfg.tls != nil {
+		var err error
 		if tc, err = cfg.tls.Config(); err != nil {
 			return nil, fmt.Errorf("etcdlock: %w", err)
 		}
@@ -70,8 +62,8 @@ func openURL(ctx context.Context, u *url.URL, extra []Option) (*Driver, error) {
 		Password:    cfg.password,
 		TLS:         tc,
 	}
-	if o.dialer != nil {
-		dial := o.dialer
+	if o.Dialer != nil {
+		dial := o.Dialer
 		ccfg.DialOptions = []grpc.DialOption{grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
 			return dial(ctx, "tcp", addr)
 		})}
@@ -100,26 +92,7 @@ func openURL(ctx context.Context, u *url.URL, extra []Option) (*Driver, error) {
 // if clientv3 does not (it logs in with the cluster, within DialTimeout);
 // a client made too late is closed.
 func newClient(ctx context.Context, cfg clientv3.Config) (*clientv3.Client, error) {
-	type made struct {
-		cli *clientv3.Client
-		err error
-	}
-	ch := make(chan made, 1)
-	go func() {
-		cli, err := clientv3.New(cfg)
-		ch <- made{cli, err}
-	}()
-	select {
-	case m := <-ch:
-		return m.cli, m.err
-	case <-ctx.Done():
-		go func() {
-			if m := <-ch; m.cli != nil {
-				_ = m.cli.Close()
-			}
-		}()
-		return nil, ctx.Err()
-	}
+	return driverkit.Within(ctx, func() (*clientv3.Client, error) { return clientv3.New(cfg) }, func(cli *clientv3.Client) { _ = cli.Close() })
 }
 
 // urlConfig is what a URL says.
@@ -129,6 +102,9 @@ type urlConfig struct {
 	tls                *driverkit.TLSParams
 	opts               []Option
 }
+
+// URLOptions returns the options the URL's parameters set.
+func (cfg *urlConfig) URLOptions() []Option { return cfg.opts }
 
 // params are the query parameters a URL may have.
 var params = append([]string{"session_ttl", "dial_timeout", "tls"}, driverkit.TLSParamNames...)

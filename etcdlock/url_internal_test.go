@@ -1,14 +1,11 @@
 package etcdlock
 
 import (
-	"context"
-	"net/url"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/golocker/locker/backend"
 	"github.com/golocker/locker/internal/driverkit"
 	"github.com/golocker/locker/internal/drivertest"
 )
@@ -30,10 +27,7 @@ func parse(t *testing.T, raw string) (parsed, error) {
 	if err != nil {
 		return parsed{}, err
 	}
-	o := defaultOptions()
-	if err := o.apply(cfg.opts); err != nil {
-		t.Fatalf("the URL's options: %v", err)
-	}
+	o := drivertest.Applied(t, defaultOptions(), cfg.opts)
 	return parsed{
 		endpoints: cfg.endpoints, username: cfg.username, password: cfg.password, tls: cfg.tls,
 		prefix: o.prefix, sessionTTL: o.sessionTTL, dialTimeout: o.dialTimeout,
@@ -41,6 +35,9 @@ func parse(t *testing.T, raw string) (parsed, error) {
 }
 
 func TestParseURL(t *testing.T) {
+	drivertest.HostsURLs(t, Scheme, DefaultPort, parseURL, func(cfg *urlConfig) driverkit.HostsURL {
+		return driverkit.HostsURL{Hosts: cfg.endpoints, Username: cfg.username, Password: cfg.password}
+	})
 	def := func(p parsed) parsed {
 		if p.prefix == "" {
 			p.prefix = DefaultPrefix
@@ -57,15 +54,10 @@ func TestParseURL(t *testing.T) {
 		url  string
 		want parsed
 	}{
-		{"etcd://127.0.0.1:2379", parsed{endpoints: []string{"127.0.0.1:2379"}}},
 		{"etcd://localhost", parsed{endpoints: []string{"localhost:2379"}}},
-		{"ETCD://h1:1,h2:2,h3:3/", parsed{endpoints: []string{"h1:1", "h2:2", "h3:3"}}},
-		{"etcd://h1,h2:2", parsed{endpoints: []string{"h1:2379", "h2:2"}}},
 		{"etcd://[::1]:7/locks", parsed{endpoints: []string{"[::1]:7"}, prefix: "/locks"}},
 		{"etcd://h:1/a/b/", parsed{endpoints: []string{"h:1"}, prefix: "/a/b"}},
 		{"etcd://h:1/sp%20ace", parsed{endpoints: []string{"h:1"}, prefix: "/sp ace"}},
-		{"etcd://u:p%40ss@h:1", parsed{endpoints: []string{"h:1"}, username: "u", password: "p@ss"}},
-		{"etcd://u@h:1", parsed{endpoints: []string{"h:1"}, username: "u"}},
 		{
 			"etcd://h:1?session_ttl=3s&dial_timeout=250ms",
 			parsed{endpoints: []string{"h:1"}, sessionTTL: 3 * time.Second, dialTimeout: 250 * time.Millisecond},
@@ -93,31 +85,12 @@ func TestParseURL(t *testing.T) {
 	}
 }
 
-// parseOnly parses u for the checks of refused URLs: only its error counts.
-func parseOnly(u *url.URL) error {
-	_, err := parseURL(u)
-	return err
-}
-
-// openAny is Open as package drivertest takes it.
-func openAny(ctx context.Context, raw string) (backend.Driver, error) { return Open(ctx, raw) }
-
 func TestParseURLErrors(t *testing.T) {
-	drivertest.BadURLs(t, parseOnly, map[string]string{
-		"redis://h:1":              "want etcd://",
-		"etcd:h:1":                 "want etcd://",
-		"etcd://":                  "no host",
-		"etcd:///locks":            "no host",
-		"etcd://h:1#frag":          "fragment",
-		"etcd://h:0":               "bad port",
-		"etcd://h:99999":           "bad port",
-		"etcd://h:1,,h:2":          "empty host",
-		"etcd://:1":                "empty host name",
-		"etcd://h:1,h:1":           "given twice",
-		"etcd://:secret@h:1":       "password without a user name",
-		"etcd://h:1/a//b":          "empty segment",
-		"etcd://h:1?prefix=x":      `unknown parameter "prefix"`,
-		"etcd://h:1?sessionttl=1s": `unknown parameter "sessionttl"`,
+	drivertest.HostsURLErrors(t, Scheme, parseURL)
+	drivertest.BadURLs(t, parseURL, map[string]string{
+		"etcd://h:1/a//b":                          "empty segment",
+		"etcd://h:1?prefix=x":                      `unknown parameter "prefix"`,
+		"etcd://h:1?sessionttl=1s":                 `unknown parameter "sessionttl"`,
 		"etcd://h:1?session_ttl=1s&session_ttl=2s": "given 2 times",
 		"etcd://h:1?session_ttl=1500ms":            "whole number of seconds",
 		"etcd://h:1?session_ttl=0s":                "whole number of seconds",
@@ -127,7 +100,6 @@ func TestParseURLErrors(t *testing.T) {
 		"etcd://h:1?tls=false&tls_ca_file=x":       "tls=false with tls_ parameters",
 		"etcd://h:1?tls_cert_file=c":               "go together",
 		"etcd://h:1?tls_insecure_skip_verify=x":    "bad tls_insecure_skip_verify",
-		"etcd://h:1?a=%zz":                         "bad query",
 	}, "secret")
 }
 
@@ -135,7 +107,7 @@ func TestParseURLErrors(t *testing.T) {
 // file that is missing, nothing listening) and checks that the password
 // appears in no error, through Open and through locker.Open.
 func TestOpenErrorsHideThePassword(t *testing.T) {
-	drivertest.OpenFailures(t, "Pa55-w0rd", 30*time.Second, openAny,
+	drivertest.OpenFailures(t, "Pa55-w0rd", 30*time.Second, Open,
 		"etcd://u:Pa55-w0rd@127.0.0.1:1?dial_timeout=200ms",
 		"etcd://u:Pa55-w0rd@127.0.0.1:1?tls_ca_file=/nonexistent/ca.pem",
 		"etcd://u:Pa55-w0rd@h:1/a//b",
@@ -143,14 +115,8 @@ func TestOpenErrorsHideThePassword(t *testing.T) {
 	)
 }
 
-// applyOne applies opt to the default options.
-func applyOne(opt Option) error {
-	o := defaultOptions()
-	return o.apply([]Option{opt})
-}
-
 func TestOptions(t *testing.T) {
-	drivertest.BadOptions(t, applyOne,
+	drivertest.BadOptions(t, defaultOptions,
 		drivertest.BadOption[Option]{Name: "session TTL below a second", Opt: WithSessionTTL(500 * time.Millisecond), Want: "whole number of seconds"},
 		drivertest.BadOption[Option]{Name: "session TTL not whole seconds", Opt: WithSessionTTL(1500 * time.Millisecond), Want: "whole number of seconds"},
 		drivertest.BadOption[Option]{Name: "prefix without a slash", Opt: WithPrefix("locks"), Want: "does not start with '/'"},
@@ -189,10 +155,7 @@ func FuzzParseURL(f *testing.F) {
 		if len(cfg.endpoints) == 0 {
 			t.Fatalf("parseURL(%q) accepted no endpoint", raw)
 		}
-		o := defaultOptions()
-		if err := o.apply(cfg.opts); err != nil {
-			t.Fatalf("parseURL(%q) accepted options that do not apply: %v", raw, err)
-		}
+		o := drivertest.Applied(t, defaultOptions(), cfg.opts)
 		if !strings.HasPrefix(o.prefix, "/") || strings.HasSuffix(o.prefix, "/") || o.sessionTTL < time.Second {
 			t.Fatalf("parseURL(%q): prefix %q, session TTL %v", raw, o.prefix, o.sessionTTL)
 		}

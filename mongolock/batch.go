@@ -25,11 +25,7 @@ func (d *Driver) RenewBatch(ctx context.Context, items []backend.RenewItem) {
 	length := func(_ *lease, it backend.RenewItem) time.Duration {
 		return time.Duration(leaseMs(it.TTL)) * time.Millisecond
 	}
-	driverkit.Batches(items, d.mine, errOtherDriver, length, batchDocs, func(ttl time.Duration, idx []int) {
-		leases := make([]*lease, len(idx))
-		for j, i := range idx {
-			leases[j] = items[i].Lease.(*lease)
-		}
+	driverkit.Batches(items, d, leaseDriver, errOtherDriver, length, batchDocs, func(ttl time.Duration, idx []int, leases []*lease) {
 		errs := make([]error, len(idx))
 		d.store.renewBatch(octx, leases, ttl, errs)
 		for j, i := range idx {
@@ -42,8 +38,5 @@ func (d *Driver) RenewBatch(ctx context.Context, items []backend.RenewItem) {
 // another driver granted.
 var errOtherDriver = errors.New("mongolock: RenewBatch: a lease of another driver")
 
-// mine returns l as one of d's leases.
-func (d *Driver) mine(l backend.Lease) (*lease, bool) {
-	ml, ok := l.(*lease)
-	return ml, ok && ml.d == d
-}
+// leaseDriver returns the driver that granted l.
+func leaseDriver(l *lease) *Driver { return l.d }

@@ -23,8 +23,8 @@ const batchRows = 1000
 // renewed has lost its hold; an error fails only the statement's leases.
 func (d *Driver) RenewBatch(ctx context.Context, items []backend.RenewItem) {
 	length := func(_ *lease, it backend.RenewItem) int64 { return leaseMicros(it.TTL) }
-	driverkit.Batches(items, d.mine, errOtherDriver, length, batchRows, func(us int64, idx []int) {
-		d.renewRows(ctx, items, idx, us)
+	driverkit.Batches(items, d, leaseDriver, errOtherDriver, length, batchRows, func(us int64, idx []int, leases []*lease) {
+		d.renewRows(ctx, items, idx, leases, us)
 	})
 }
 
@@ -32,20 +32,16 @@ func (d *Driver) RenewBatch(ctx context.Context, items []backend.RenewItem) {
 // another driver granted.
 var errOtherDriver = errors.New("mysqllock: RenewBatch: a lease of another driver")
 
-// mine returns l as one of d's leases.
-func (d *Driver) mine(l backend.Lease) (*lease, bool) {
-	ml, ok := l.(*lease)
-	return ml, ok && ml.d == d
-}
+// leaseDriver returns the driver that granted l.
+func leaseDriver(l *lease) *Driver { return l.d }
 
-// renewRows renews items[idx...] to lease us in one statement (two on
-// MySQL) and sets their Err.
-func (d *Driver) renewRows(ctx context.Context, items []backend.RenewItem, idx []int, us int64) {
+// renewRows renews items[idx...], whose leases are leases, to lease us in
+// one statement (two on MySQL) and sets their Err.
+func (d *Driver) renewRows(ctx context.Context, items []backend.RenewItem, idx []int, leases []*lease, us int64) {
 	type key struct{ name, owner string }
 	names := make([]any, len(idx))
 	pairs := make([]any, len(idx))
-	for j, i := range idx {
-		l := items[i].Lease.(*lease)
+	for j, l := range leases {
 		names[j], pairs[j] = l.Name, []any{l.Name, l.Owner}
 	}
 	a := args{"names": names, "pairs": pairs, "lease_us": us}
@@ -71,8 +67,8 @@ func (d *Driver) renewRows(ctx context.Context, items []backend.RenewItem, idx [
 		}
 		return d.query(ctx, d.st.renewStamped, a, collect)
 	})
-	for _, i := range idx {
-		l := items[i].Lease.(*lease)
+	for j, i := range idx {
+		l := leases[j]
 		switch {
 		case err != nil:
 			items[i].Err = err

@@ -29,75 +29,69 @@ const (
 	sqliteConstraintUQ = 2067 // SQLITE_CONSTRAINT_UNIQUE
 )
 
+// dbError is one kind of error, as each database writes it.
+type dbError struct {
+	mysql  uint16                     // MySQL/MariaDB error number; 0: none
+	pg     string                     // PostgreSQL SQLSTATE; "": none
+	sqlite func(*gosqlite.Error) bool // nil: none
+}
+
+// in reports whether err is of kind e.
+func (e dbError) in(err error) bool {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		return e.mysql != 0 && me.Number == e.mysql
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return e.pg != "" && pe.Code == e.pg
+	}
+	var se *gosqlite.Error
+	if errors.As(err, &se) {
+		return e.sqlite != nil && e.sqlite(se)
+	}
+	return false
+}
+
+// sqliteSays matches a SQLite error whose message contains one of parts.
+func sqliteSays(parts ...string) func(*gosqlite.Error) bool {
+	return func(se *gosqlite.Error) bool {
+		for _, p := range parts {
+			if strings.Contains(se.Error(), p) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// The kinds of errors the driver reacts to.
+var (
+	duplicateKey = dbError{mysql: mysqlDupEntry, pg: "23505", sqlite: func(se *gosqlite.Error) bool {
+		return se.Code() == sqliteConstraintPK || se.Code() == sqliteConstraintUQ
+	}}
+	// A table created by hand with a narrower name column.
+	tooLong       = dbError{mysql: mysqlDataTooLong, pg: "22001"}                                                     // string_data_right_truncation
+	missingTable  = dbError{mysql: mysqlNoSuchTable, pg: "42P01", sqlite: sqliteSays("no such table")}                // undefined_table
+	missingColumn = dbError{mysql: mysqlBadField, pg: "42703", sqlite: sqliteSays("no such column", "has no column")} // undefined_column
+)
+
 // isDuplicate reports whether err is a duplicate key error, whether or not
 // the *gorm.DB translates errors (gorm.Config.TranslateError).
 func isDuplicate(err error) bool {
-	if errors.Is(err, gorm.ErrDuplicatedKey) {
-		return true
-	}
-	var me *mysql.MySQLError
-	if errors.As(err, &me) {
-		return me.Number == mysqlDupEntry
-	}
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		return pe.Code == "23505"
-	}
-	var se *gosqlite.Error
-	if errors.As(err, &se) {
-		return se.Code() == sqliteConstraintPK || se.Code() == sqliteConstraintUQ
-	}
-	return false
+	return errors.Is(err, gorm.ErrDuplicatedKey) || duplicateKey.in(err)
 }
 
 // isTooLong reports whether the database refused a value as too long for
-// its column: a table created by hand with a narrower name column.
-func isTooLong(err error) bool {
-	var me *mysql.MySQLError
-	if errors.As(err, &me) {
-		return me.Number == mysqlDataTooLong
-	}
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		return pe.Code == "22001" // string_data_right_truncation
-	}
-	return false
-}
+// its column.
+func isTooLong(err error) bool { return tooLong.in(err) }
 
 // isMissingTable reports whether err says the lock table does not exist.
-func isMissingTable(err error) bool {
-	var me *mysql.MySQLError
-	if errors.As(err, &me) {
-		return me.Number == mysqlNoSuchTable
-	}
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		return pe.Code == "42P01" // undefined_table
-	}
-	var se *gosqlite.Error
-	if errors.As(err, &se) {
-		return strings.Contains(se.Error(), "no such table")
-	}
-	return false
-}
+func isMissingTable(err error) bool { return missingTable.in(err) }
 
 // isMissingColumn reports whether err says a column does not exist: a
 // table created for an older version of the driver.
-func isMissingColumn(err error) bool {
-	var me *mysql.MySQLError
-	if errors.As(err, &me) {
-		return me.Number == mysqlBadField
-	}
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		return pe.Code == "42703" // undefined_column
-	}
-	var se *gosqlite.Error
-	if errors.As(err, &se) {
-		return strings.Contains(se.Error(), "no such column") || strings.Contains(se.Error(), "has no column")
-	}
-	return false
-}
+func isMissingColumn(err error) bool { return missingColumn.in(err) }
 
 // retryable reports whether a statement that failed with err certainly
 // had no effect and may be sent again at once: a deadlock or serialization

@@ -126,26 +126,11 @@ func openTarget(ctx context.Context, u *url.URL, extra []Option) (*Driver, error
 // ends: a driver that does not honour ctx while it connects cannot hold
 // Open up. A Driver that open returns after that is closed.
 func withCtx(ctx context.Context, t *target, open func() (*Driver, error)) (*Driver, error) {
-	type result struct {
-		d   *Driver
-		err error
+	d, err := driverkit.Within(ctx, open, func(d *Driver) { _ = d.Close() })
+	if err != nil && err == ctx.Err() { // ctx ended first
+		return nil, fmt.Errorf("mysqllock: connect to %s at %s: %w", t.dialect, t.addr, err)
 	}
-	done := make(chan result, 1)
-	go func() {
-		d, err := open()
-		done <- result{d, err}
-	}()
-	select {
-	case r := <-done:
-		return r.d, r.err
-	case <-ctx.Done():
-		go func() {
-			if r := <-done; r.d != nil {
-				_ = r.d.Close()
-			}
-		}()
-		return nil, fmt.Errorf("mysqllock: connect to %s at %s: %w", t.dialect, t.addr, ctx.Err())
-	}
+	return d, err
 }
 
 // openOnce opens the database of t and a Driver on it.

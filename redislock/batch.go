@@ -29,10 +29,11 @@ func (d *Driver) RenewBatch(ctx context.Context, items []backend.RenewItem) {
 		ttl  time.Duration
 	}
 	type call struct {
-		idx  []int
-		keys []string
-		args []any
-		cmd  *redis.Cmd
+		idx    []int
+		leases []*lease
+		keys   []string
+		args   []any
+		cmd    *redis.Cmd
 	}
 	_, cluster := d.client.(*redis.ClusterClient)
 	key := func(l *lease, it backend.RenewItem) group {
@@ -42,17 +43,12 @@ func (d *Driver) RenewBatch(ctx context.Context, items []backend.RenewItem) {
 		}
 		return g
 	}
-	mine := func(bl backend.Lease) (*lease, bool) {
-		l, ok := bl.(*lease)
-		return l, ok && l.d == d
-	}
 	var calls []call
 	pipe := d.client.Pipeline()
-	driverkit.Batches(items, mine, errReply, key, renewChunk, func(g group, idx []int) {
-		c := call{idx: idx, keys: make([]string, len(idx)), args: make([]any, 1, len(idx)+1)}
+	driverkit.Batches(items, d, func(l *lease) *Driver { return l.d }, errReply, key, renewChunk, func(g group, idx []int, leases []*lease) {
+		c := call{idx: idx, leases: leases, keys: make([]string, len(idx)), args: make([]any, 1, len(idx)+1)}
 		c.args[0] = ms(g.ttl)
-		for j, i := range c.idx {
-			l := items[i].Lease.(*lease)
+		for j, l := range leases {
 			c.keys[j] = l.key
 			c.args = append(c.args, l.redisOwner())
 		}
@@ -67,7 +63,7 @@ func (d *Driver) RenewBatch(ctx context.Context, items []backend.RenewItem) {
 			res, err = renewManyScript.Run(ctx, d.client, c.keys, c.args...).Slice()
 		}
 		for j, i := range c.idx {
-			l := items[i].Lease.(*lease)
+			l := c.leases[j]
 			if err != nil {
 				items[i].Err = d.storeErr(err)
 				continue

@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
-	"net/url"
 	"sync"
 	"time"
 
@@ -25,9 +24,12 @@ const (
 	SchemeRedLock  = "redlock"        // redlock://[user:pass@]h1:6379,h2:6379,h3:6379[/db]
 )
 
+// opener opens the URLs of every scheme.
+var opener = driverkit.Opener[*urlConfig, options, Option, backend.Driver]{Pkg: "redislock", Parse: parseURL, Defaults: defaultOptions, Open: open}
+
 func init() {
 	for _, s := range []string{Scheme, SchemeTLS, SchemeSentinel, SchemeCluster, SchemeRedLock} {
-		locker.Register(s, open)
+		locker.Register(s, opener.ForLocker)
 	}
 }
 
@@ -38,21 +40,12 @@ func init() {
 // a majority of them). opts apply after the URL's parameters. The password
 // never appears in an error.
 func Open(ctx context.Context, rawURL string, opts ...Option) (backend.Driver, error) {
-	return driverkit.Open("redislock", rawURL, func(u *url.URL) (backend.Driver, error) { return openURL(ctx, u, opts) })
+	return opener.OpenRaw(ctx, rawURL, opts)
 }
 
-func open(ctx context.Context, u *url.URL) (backend.Driver, error) { return openURL(ctx, u, nil) }
-
-func openURL(ctx context.Context, u *url.URL, extra []Option) (backend.Driver, error) {
-	cfg, err := parseURL(u)
-	if err != nil {
-		return nil, err
-	}
-	o := defaultOptions()
-	if err := o.apply(append(cfg.opts, extra...)); err != nil {
-		return nil, err
-	}
-	dials := newDialLog(o.dialer)
+// open makes the driver of a URL's cfg, with options o.
+func open(ctx context.Context, cfg *urlConfig, o options) (backend.Driver, error) {
+	dials := newDialLog(o.Dialer)
 	if cfg.scheme == SchemeRedLock {
 		if err := o.refuse("RedLock", "WithWaitReplicas"); err != nil {
 			return nil, err
@@ -87,14 +80,7 @@ func openURL(ctx context.Context, u *url.URL, extra []Option) (backend.Driver, e
 // pingWithin PINGs client, returning when ctx ends even if go-redis does
 // not (a Sentinel client looks for its master first).
 func pingWithin(ctx context.Context, client redis.UniversalClient) error {
-	errc := make(chan error, 1)
-	go func() { errc <- client.Ping(ctx).Err() }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return driverkit.WithinErr(ctx, func() error { return client.Ping(ctx).Err() })
 }
 
 // ping checks that a majority of the instances answer.
@@ -127,47 +113,23 @@ func (cfg *urlConfig) client(dial driverkit.DialFunc) (redis.UniversalClient, er
 	}
 	switch cfg.scheme {
 	case SchemeSentinel:
-		return redis.NewFailoverClient(&redis.FailoverOptions{
-			MasterName:            cfg.master,
-			SentinelAddrs:         cfg.addrs,
-			SentinelUsername:      cfg.sentinelUsername,
-			SentinelPassword:      cfg.sentinelPassword,
-			Username:              cfg.username,
-			Password:              cfg.password,
-			DB:                    cfg.db,
-			DialTimeout:           cfg.dialTimeout,
-			ReadTimeout:           cfg.readTimeout,
-			WriteTimeout:          cfg.writeTimeout,
-			PoolSize:              cfg.poolSize,
-			ContextTimeoutEnabled: true,
-			Dialer:                dial,
-		}), nil
+		u := cfg.universal(cfg.addrs, dial)
+		u.MasterName, u.SentinelUsername, u.SentinelPassword = cfg.master, cfg.sentinelUsername, cfg.sentinelPassword
+		return redis.NewFailoverClient(u.Failover()), nil
 	case SchemeCluster:
-		return redis.NewClusterClient(&redis.ClusterOptions{
-			Addrs:                 cfg.addrs,
-			Username:              cfg.username,
-			Password:              cfg.password,
-			DialTimeout:           cfg.dialTimeout,
-			ReadTimeout:           cfg.readTimeout,
-			WriteTimeout:          cfg.writeTimeout,
-			PoolSize:              cfg.poolSize,
-			ContextTimeoutEnabled: true,
-			Dialer:                dial,
-		}), nil
+		return redis.NewClusterClient(cfg.universal(cfg.addrs, dial).Cluster()), nil
 	}
 	return redis.NewClient(cfg.clientOptions(cfg.addrs[0], tc, dial)), nil
 }
 
-func (cfg *urlConfig) clientOptions(addr string, tc *tls.Config, dial driverkit.DialFunc) *redis.Options {
-	if tc != nil {
-		dial = tlsDial(dial, tc)
-	}
-	return &redis.Options{
-		Addr:                  addr,
+// universal returns the go-redis options of the URL's settings, for the
+// servers addrs: go-redis turns them into those of each kind of client.
+func (cfg *urlConfig) universal(addrs []string, dial driverkit.DialFunc) *redis.UniversalOptions {
+	return &redis.UniversalOptions{
+		Addrs:                 addrs,
 		Username:              cfg.username,
 		Password:              cfg.password,
 		DB:                    cfg.db,
-		TLSConfig:             tc,
 		DialTimeout:           cfg.dialTimeout,
 		ReadTimeout:           cfg.readTimeout,
 		WriteTimeout:          cfg.writeTimeout,
@@ -175,6 +137,15 @@ func (cfg *urlConfig) clientOptions(addr string, tc *tls.Config, dial driverkit.
 		ContextTimeoutEnabled: true,
 		Dialer:                dial,
 	}
+}
+
+func (cfg *urlConfig) clientOptions(addr string, tc *tls.Config, dial driverkit.DialFunc) *redis.Options {
+	if tc != nil {
+		dial = tlsDial(dial, tc)
+	}
+	o := cfg.universal([]string{addr}, dial).Simple()
+	o.TLSConfig = tc
+	return o
 }
 
 // tlsConfig builds the TLS configuration of a rediss URL, reading the

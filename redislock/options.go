@@ -22,34 +22,22 @@ const cleanupTimeout = 2 * time.Second
 type Option func(*options) error
 
 type options struct {
-	dialer          driverkit.DialFunc // clients opened from a URL dial through it
-	keyPrefix       string
-	waitReplicas    int
-	waitTimeout     time.Duration
-	instanceTimeout time.Duration
-	batch           int
-	directCalls     int // acquire calls sent on their own at a time (coalesce.go); tests set 0
-
-	// names of the options set, to refuse those that do not apply
-	set []string
+	keyPrefix        string
+	waitReplicas     int
+	waitTimeout      time.Duration
+	instanceTimeout  time.Duration
+	batch            int
+	directCalls      int // acquire calls sent on their own at a time (coalesce.go); tests set 0
+	driverkit.Common     // the dialer of the clients opened from a URL, the options set
 }
 
 func defaultOptions() options {
 	return options{keyPrefix: DefaultKeyPrefix, directCalls: directCalls}
 }
 
-func (o *options) apply(opts []Option) error { return driverkit.Apply(o, opts) }
-
 // refuse returns an error if one of the named options was set.
 func (o *options) refuse(driver string, names ...string) error {
-	for _, s := range o.set {
-		for _, n := range names {
-			if s == n {
-				return optionError("%s does not apply to %s", n, driver)
-			}
-		}
-	}
-	return nil
+	return o.Refuse("redislock", driver, names...)
 }
 
 // optionError reports a bad option. It matches locker.ErrInvalidOption
@@ -62,14 +50,7 @@ func optionError(format string, args ...any) error {
 // proxy, or a test's conformance.FaultNet). A Driver from New uses its
 // client's own Dialer: set it there.
 func WithDialer(dial func(ctx context.Context, network, address string) (net.Conn, error)) Option {
-	return func(o *options) error {
-		if dial == nil {
-			return optionError("nil dialer")
-		}
-		o.dialer = dial
-		o.set = append(o.set, "WithDialer")
-		return nil
-	}
+	return driverkit.WithDialer[options]("redislock", dial)
 }
 
 // WithKeyPrefix sets the prefix of every key the driver writes (default
@@ -82,7 +63,7 @@ func WithKeyPrefix(prefix string) Option {
 			return optionError("%v", err)
 		}
 		o.keyPrefix = prefix
-		o.set = append(o.set, "WithKeyPrefix")
+		o.Set("WithKeyPrefix")
 		return nil
 	}
 }
@@ -103,7 +84,7 @@ func WithWaitReplicas(n int, timeout time.Duration) Option {
 			return optionError("wait timeout %v, must be positive (WAIT with 0 would block for ever)", timeout)
 		}
 		o.waitReplicas, o.waitTimeout = n, timeout
-		o.set = append(o.set, "WithWaitReplicas")
+		o.Set("WithWaitReplicas")
 		return nil
 	}
 }
@@ -129,7 +110,7 @@ func WithBatch(n int) Option {
 			return optionError("batch %d, must be 0 to %d", n, maxBatch)
 		}
 		o.batch = n
-		o.set = append(o.set, "WithBatch")
+		o.Set("WithBatch")
 		return nil
 	}
 }
@@ -145,7 +126,7 @@ func WithInstanceTimeout(d time.Duration) Option {
 			return optionError("instance timeout %v, must be positive", d)
 		}
 		o.instanceTimeout = d
-		o.set = append(o.set, "WithInstanceTimeout")
+		o.Set("WithInstanceTimeout")
 		return nil
 	}
 }

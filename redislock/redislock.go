@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/golocker/locker/backend"
+	"github.com/golocker/locker/internal/driverkit"
 )
 
 // ErrNotReplicated is returned (wrapped) by an acquisition that fewer
@@ -78,7 +79,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Driver, error) {
 		return nil, errors.New("redislock: New: a redis.Ring is not supported (its shards would split a lock's keys from its channel); use a Cluster")
 	}
 	o := defaultOptions()
-	if err := o.apply(opts); err != nil {
+	if err := driverkit.Apply(&o, opts); err != nil {
 		return nil, err
 	}
 	if err := o.refuse("a Redis Driver (use NewRedLock)", "WithInstanceTimeout"); err != nil {
@@ -174,14 +175,7 @@ func (d *Driver) Close() error {
 	return d.closeErr
 }
 
-func (d *Driver) isClosed() bool {
-	select {
-	case <-d.closed:
-		return true
-	default:
-		return false
-	}
-}
+func (d *Driver) isClosed() bool { return driverkit.Done(d.closed) }
 
 // check refuses a request the Driver cannot take.
 func (d *Driver) check(ctx context.Context, r backend.Request) error {

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/golocker/locker/backend"
+	"github.com/golocker/locker/internal/driverkit"
 )
 
 // RedLock is a lock driver over N independent Redis instances, after the
@@ -57,7 +58,7 @@ func NewRedLock(clients []redis.UniversalClient, opts ...Option) (*RedLock, erro
 		}
 	}
 	o := defaultOptions()
-	if err := o.apply(opts); err != nil {
+	if err := driverkit.Apply(&o, opts); err != nil {
 		return nil, err
 	}
 	if err := o.refuse("RedLock", "WithWaitReplicas", "WithBatch"); err != nil {
@@ -104,14 +105,7 @@ func (rl *RedLock) Close() error {
 	return rl.closeErr
 }
 
-func (rl *RedLock) isClosed() bool {
-	select {
-	case <-rl.closed:
-		return true
-	default:
-		return false
-	}
-}
+func (rl *RedLock) isClosed() bool { return driverkit.Done(rl.closed) }
 
 // drift is the allowance for the clocks of the client and the instances
 // running at different rates: 1% of the lease plus 2ms, as the Redlock
@@ -283,24 +277,30 @@ func (l *redLease) Release(ctx context.Context) error {
 	return l.rl.majority(results, "released")
 }
 
-// majority reads the 1/0 answers of an owner-checked script: nil when a
-// majority answered 1, ErrLost when so many answered 0 that no majority
-// could, else an error joining the instances' failures.
-func (rl *RedLock) majority(results []instanceResult, what string) error {
-	ok, notOwner := 0, 0
-	var errs []error
+// tally counts the answers of a script that answers 1 or 0 on each
+// instance: the ones, the zeros, and the failures (an error, or any other
+// answer).
+func tally(results []instanceResult) (ones, zeros int, errs []error) {
 	for _, r := range results {
 		switch {
 		case r.err != nil:
 			errs = append(errs, closedErr(r.err))
 		case r.res == int64(1):
-			ok++
+			ones++
 		case r.res == int64(0):
-			notOwner++
+			zeros++
 		default:
 			errs = append(errs, fmt.Errorf("%w: %v", errReply, r.res))
 		}
 	}
+	return ones, zeros, errs
+}
+
+// majority reads the 1/0 answers of an owner-checked script: nil when a
+// majority answered 1, ErrLost when so many answered 0 that no majority
+// could, else an error joining the instances' failures.
+func (rl *RedLock) majority(results []instanceResult, what string) error {
+	ok, notOwner, errs := tally(results)
 	switch {
 	case ok >= rl.quorum:
 		return nil

@@ -75,16 +75,7 @@ func (rl *RedLock) ForceRelease(ctx context.Context, name string) error {
 	results := rl.each(ctx, inspectTimeout, func(ctx context.Context, _ int, c redis.UniversalClient) (any, error) {
 		return forceReleaseScript.Run(ctx, c, scriptKeys(key)).Int64()
 	})
-	deleted := 0
-	var errs []error
-	for _, r := range results {
-		switch {
-		case r.err != nil:
-			errs = append(errs, closedErr(r.err))
-		case r.res == int64(1):
-			deleted++
-		}
-	}
+	deleted, _, errs := tally(results)
 	switch {
 	case len(errs) > 0:
 		return fmt.Errorf("redislock: force release on %d of %d instances failed (deleted on %d): %w", len(errs), len(rl.clients), deleted, joinErrors(errs))

@@ -29,6 +29,9 @@ type urlConfig struct {
 	opts               []Option
 }
 
+// URLOptions returns the options the URL's parameters set.
+func (cfg *urlConfig) URLOptions() []Option { return cfg.opts }
+
 // Query parameters by scheme. Every scheme takes the common ones.
 var (
 	commonParams = []string{"key_prefix", "dial_timeout", "read_timeout", "write_timeout", "pool_size"}

@@ -1,13 +1,11 @@
 package redislock
 
 import (
-	"context"
 	"net/url"
 	"slices"
 	"testing"
 	"time"
 
-	"github.com/golocker/locker/backend"
 	"github.com/golocker/locker/internal/driverkit"
 	"github.com/golocker/locker/internal/drivertest"
 )
@@ -69,10 +67,7 @@ func TestParseURL(t *testing.T) {
 			if !equalConfig(got, tc.want) {
 				t.Errorf("parseURL = %+v\nwant        %+v", got, tc.want)
 			}
-			o := options{}
-			if err := o.apply(cfg.opts); err != nil {
-				t.Fatalf("the URL's options: %v", err)
-			}
+			o := drivertest.Applied(t, options{}, cfg.opts)
 			if o.keyPrefix != tc.opts.keyPrefix || o.waitReplicas != tc.opts.waitReplicas ||
 				o.waitTimeout != tc.opts.waitTimeout || o.instanceTimeout != tc.opts.instanceTimeout || o.batch != tc.opts.batch {
 				t.Errorf("options = %+v, want %+v", o, tc.opts)
@@ -89,17 +84,8 @@ func equalConfig(a, b urlConfig) bool {
 		a.writeTimeout == b.writeTimeout && a.poolSize == b.poolSize
 }
 
-// parseOnly parses u for the checks of refused URLs: only its error counts.
-func parseOnly(u *url.URL) error {
-	_, err := parseURL(u)
-	return err
-}
-
-// openAny is Open as package drivertest takes it.
-func openAny(ctx context.Context, raw string) (backend.Driver, error) { return Open(ctx, raw) }
-
 func TestParseURLErrors(t *testing.T) {
-	drivertest.BadURLs(t, parseOnly, map[string]string{
+	drivertest.BadURLs(t, parseURL, map[string]string{
 		"redis://":                                     "no host",
 		"redis:///0":                                   "no host",
 		"redis:h:1":                                    "want redis://",
@@ -151,7 +137,7 @@ func TestOpenHidesThePassword(t *testing.T) {
 	t.Parallel()
 	const pw = "s3cr3t-pw"
 	// A second each: go-redis would retry dialling for seconds.
-	drivertest.OpenFailures(t, pw, time.Second, openAny,
+	drivertest.OpenFailures(t, pw, time.Second, Open,
 		"redis://u:"+pw+"@127.0.0.1:1/0?dial_timeout=100ms", // nothing listens on port 1
 		"redis://u:"+pw+"@127.0.0.1:1/0?unknown=1",          // a bad parameter
 		"redis://u:"+pw+"@127.0.0.1:1/x",                    // a bad database
@@ -176,10 +162,7 @@ func FuzzParseURL(f *testing.F) {
 		if cfg.scheme == SchemeSentinel && cfg.master == "" {
 			t.Fatalf("parseURL(%q) accepted a Sentinel URL without a master", raw)
 		}
-		var o options
-		if err := o.apply(cfg.opts); err != nil {
-			t.Fatalf("parseURL(%q) accepted options that do not apply: %v", raw, err)
-		}
+		drivertest.Applied(t, options{}, cfg.opts)
 	},
 		"redis://h:1/0", "rediss://u:p@h:1?tls_server_name=x", "redis+sentinel://a,b:2/m/1",
 		"redis+cluster://h1:1,h2:2", "redlock://a,b,c", "redis://h:1?wait_replicas=1&wait_timeout=1s",

@@ -40,16 +40,16 @@ func (d *Driver) AcquireWait(ctx context.Context, r backend.Request) (backend.Le
 // deletes the node before returning.
 func (d *Driver) acquire(ctx context.Context, r backend.Request, wait bool) (backend.Lease, error) {
 	dir := d.dir(r.Name)
-	return driverkit.Attempts(ctx, wait, func() (backend.Lease, error) {
-		g, err := d.generation(ctx)
-		if err != nil {
-			return nil, driverkit.Final(d.storeErr(ctx, err))
-		}
+	return driverkit.Attempts(ctx, wait, d.liveGeneration, func(g *generation) (backend.Lease, error) {
 		return d.attempt(ctx, g, dir, r, wait)
-	}, sessionEnded, retryable)
+	}, errSessionEnded, retryable)
 }
 
-func sessionEnded(err error) bool { return errors.Is(err, errSessionEnded) }
+// liveGeneration is generation with the store's error.
+func (d *Driver) liveGeneration(ctx context.Context) (*generation, error) {
+	g, err := d.generation(ctx)
+	return g, d.storeErr(ctx, err)
+}
 
 // attempt runs one acquisition in generation g.
 func (d *Driver) attempt(ctx context.Context, g *generation, dir string, r backend.Request, wait bool) (backend.Lease, error) {

@@ -40,16 +40,15 @@ type options struct {
 	timeoutSet     bool
 	connectTimeout time.Duration
 	acl            []zk.ACL
-	dialer         driverkit.DialFunc
-
-	openOnly []string // Open-only options that were set, to refuse them in New
+	driverkit.Common
 }
+
+// openOnly are the options that New refuses.
+var openOnly = []string{"WithConnectTimeout", "WithDialer"}
 
 func defaultOptions() options {
 	return options{prefix: DefaultPrefix, sessionTimeout: DefaultSessionTimeout, connectTimeout: DefaultConnectTimeout}
 }
-
-func (o *options) apply(opts []Option) error { return driverkit.Apply(o, opts) }
 
 func optionError(format string, args ...any) error {
 	return driverkit.BadOption("zklock", format, args...)
@@ -62,14 +61,7 @@ func optionError(format string, args ...any) error {
 // /zookeeper, without a trailing '/'. URL: the path, as in
 // zk://host:2181/locks.
 func WithPrefix(prefix string) Option {
-	return func(o *options) error {
-		p, err := cleanPrefix(prefix)
-		if err != nil {
-			return optionError("%v", err)
-		}
-		o.prefix = p
-		return nil
-	}
+	return driverkit.Checked("zklock", prefix, cleanPrefix, func(o *options) *string { return &o.prefix })
 }
 
 // cleanPrefix validates a prefix; "" and "/" mean DefaultPrefix.
@@ -122,7 +114,7 @@ func WithConnectTimeout(d time.Duration) Option {
 			return optionError("connect timeout %v, must be positive", d)
 		}
 		o.connectTimeout = d
-		o.openOnly = append(o.openOnly, "WithConnectTimeout")
+		o.Set("WithConnectTimeout")
 		return nil
 	}
 }
@@ -147,12 +139,5 @@ func WithACL(acl []zk.ACL) Option {
 // timeout. Only for Open: give the connection you pass New a zk.WithDialer
 // yourself.
 func WithDialer(dial func(ctx context.Context, network, address string) (net.Conn, error)) Option {
-	return func(o *options) error {
-		if dial == nil {
-			return optionError("nil dialer")
-		}
-		o.dialer = dial
-		o.openOnly = append(o.openOnly, "WithDialer")
-		return nil
-	}
+	return driverkit.WithDialer[options]("zklock", dial)
 }

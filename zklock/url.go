@@ -12,7 +12,6 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/golocker/locker"
-	"github.com/golocker/locker/backend"
 	"github.com/golocker/locker/internal/driverkit"
 )
 
@@ -24,11 +23,10 @@ const Scheme = "zk"
 // DefaultPort is the client port of a host given without one.
 const DefaultPort = "2181"
 
-func init() {
-	locker.Register(Scheme, func(ctx context.Context, u *url.URL) (backend.Driver, error) {
-		return openURL(ctx, u, nil)
-	})
-}
+// opener opens the URLs of Scheme.
+var opener = driverkit.Opener[*urlConfig, options, Option, *Driver]{Pkg: "zklock", Parse: parseURL, Defaults: defaultOptions, Open: open}
+
+func init() { locker.Register(Scheme, opener.ForLocker) }
 
 // Open returns the Driver of a zk:// URL, as locker.Open would use it. It
 // connects to the ensemble (the connection is the Driver's: Close closes
@@ -36,18 +34,11 @@ func init() {
 // credentials if any, and checks that the ensemble answers. opts apply
 // after the URL's parameters. The password never appears in an error.
 func Open(ctx context.Context, rawURL string, opts ...Option) (*Driver, error) {
-	return driverkit.Open("zklock", rawURL, func(u *url.URL) (*Driver, error) { return openURL(ctx, u, opts) })
+	return opener.OpenRaw(ctx, rawURL, opts)
 }
 
-func openURL(ctx context.Context, u *url.URL, extra []Option) (*Driver, error) {
-	cfg, err := parseURL(u)
-	if err != nil {
-		return nil, err
-	}
-	o := defaultOptions()
-	if err := o.apply(append(cfg.opts, extra...)); err != nil {
-		return nil, err
-	}
+// open makes the Driver of a URL's cfg, with options o.
+func open(ctx context.Context, cfg *urlConfig, o options) (*Driver, error) {
 	if o.acl == nil {
 		o.acl = zk.WorldACL(zk.PermAll)
 		if cfg.username != "" {
@@ -57,11 +48,11 @@ func openURL(ctx context.Context, u *url.URL, extra []Option) (*Driver, error) {
 	log := &clientLog{}
 	servers := strings.Join(cfg.servers, ",")
 	dial := net.DialTimeout
-	if o.dialer != nil {
+	if o.Dialer != nil {
 		dial = func(network, addr string, timeout time.Duration) (net.Conn, error) {
 			ctx, cancel := context.WithTimeout(context.Background(), timeout)
 			defer cancel()
-			return o.dialer(ctx, network, addr)
+			return o.Dialer(ctx, network, addr)
 		}
 	}
 	conn, _, err := zk.Connect(cfg.servers, o.sessionTimeout, zk.WithLogger(log), zk.WithDialer(dial))
@@ -93,6 +84,9 @@ type urlConfig struct {
 	username, password string
 	opts               []Option
 }
+
+// URLOptions returns the options the URL's parameters set.
+func (cfg *urlConfig) URLOptions() []Option { return cfg.opts }
 
 // params are the query parameters a URL may have.
 var params = []string{"session_timeout", "connect_timeout"}

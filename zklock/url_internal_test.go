@@ -1,15 +1,13 @@
 package zklock
 
 import (
-	"context"
-	"net/url"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
 
-	"github.com/golocker/locker/backend"
+	"github.com/golocker/locker/internal/driverkit"
 	"github.com/golocker/locker/internal/drivertest"
 )
 
@@ -29,10 +27,7 @@ func parse(t *testing.T, raw string) (parsed, error) {
 	if err != nil {
 		return parsed{}, err
 	}
-	o := defaultOptions()
-	if err := o.apply(cfg.opts); err != nil {
-		t.Fatalf("the URL's options: %v", err)
-	}
+	o := drivertest.Applied(t, defaultOptions(), cfg.opts)
 	return parsed{
 		servers: cfg.servers, username: cfg.username, password: cfg.password,
 		prefix: o.prefix, sessionTimeout: o.sessionTimeout, connectTimeout: o.connectTimeout,
@@ -40,18 +35,17 @@ func parse(t *testing.T, raw string) (parsed, error) {
 }
 
 func TestParseURL(t *testing.T) {
+	drivertest.HostsURLs(t, Scheme, DefaultPort, parseURL, func(cfg *urlConfig) driverkit.HostsURL {
+		return driverkit.HostsURL{Hosts: cfg.servers, Username: cfg.username, Password: cfg.password}
+	})
 	for _, tc := range []struct {
 		url  string
 		want parsed
 	}{
-		{"zk://127.0.0.1:2181", parsed{servers: []string{"127.0.0.1:2181"}}},
 		{"zk://localhost", parsed{servers: []string{"localhost:2181"}}},
-		{"ZK://h1:1,h2:2,h3:3/", parsed{servers: []string{"h1:1", "h2:2", "h3:3"}}},
-		{"zk://h1,h2:2", parsed{servers: []string{"h1:2181", "h2:2"}}},
 		{"zk://[::1]:7/locks", parsed{servers: []string{"[::1]:7"}, prefix: "/locks"}},
 		{"zk://h:1/a/b/", parsed{servers: []string{"h:1"}, prefix: "/a/b"}},
 		{"zk://h:1/sp%20ace", parsed{servers: []string{"h:1"}, prefix: "/sp ace"}},
-		{"zk://u:p%40ss@h:1", parsed{servers: []string{"h:1"}, username: "u", password: "p@ss"}},
 		{"zk://h:1?session_timeout=4s&connect_timeout=250ms", parsed{servers: []string{"h:1"}, sessionTimeout: 4 * time.Second, connectTimeout: 250 * time.Millisecond}},
 		{"zk://h:1?session_timeout=1500ms", parsed{servers: []string{"h:1"}, sessionTimeout: 1500 * time.Millisecond}},
 	} {
@@ -78,27 +72,9 @@ func TestParseURL(t *testing.T) {
 	}
 }
 
-// parseOnly parses u for the checks of refused URLs: only its error counts.
-func parseOnly(u *url.URL) error {
-	_, err := parseURL(u)
-	return err
-}
-
-// openAny is Open as package drivertest takes it.
-func openAny(ctx context.Context, raw string) (backend.Driver, error) { return Open(ctx, raw) }
-
 func TestParseURLErrors(t *testing.T) {
-	drivertest.BadURLs(t, parseOnly, map[string]string{
-		"etcd://h:1":               "want zk://",
-		"zk:h:1":                   "want zk://",
-		"zk://":                    "no host",
-		"zk:///locks":              "no host",
-		"zk://h:1#frag":            "fragment",
-		"zk://h:0":                 "bad port",
-		"zk://h:1,,h:2":            "empty host",
-		"zk://:1":                  "empty host name",
-		"zk://h:1,h:1":             "given twice",
-		"zk://:secret@h:1":         "password without a user name",
+	drivertest.HostsURLErrors(t, Scheme, parseURL)
+	drivertest.BadURLs(t, parseURL, map[string]string{
 		"zk://h:1/a//b":            "empty, . or .. segment",
 		"zk://h:1/a/./b":           "empty, . or .. segment",
 		"zk://h:1/zookeeper":       "ZooKeeper's own",
@@ -109,7 +85,6 @@ func TestParseURLErrors(t *testing.T) {
 		"zk://h:1?session_timeout=10":                    "bad session_timeout",
 		"zk://h:1?session_timeout=1ms":                   "at least 10ms",
 		"zk://h:1?connect_timeout=0s":                    "bad connect_timeout",
-		"zk://h:1?a=%zz":                                 "bad query",
 	}, "secret")
 }
 
@@ -117,21 +92,15 @@ func TestParseURLErrors(t *testing.T) {
 // checks that the password appears in no error, through Open and through
 // locker.Open.
 func TestOpenErrorsHideThePassword(t *testing.T) {
-	drivertest.OpenFailures(t, "Pa55-w0rd", 30*time.Second, openAny,
+	drivertest.OpenFailures(t, "Pa55-w0rd", 30*time.Second, Open,
 		"zk://u:Pa55-w0rd@127.0.0.1:1?connect_timeout=300ms",
 		"zk://u:Pa55-w0rd@h:1/a//b",
 		"zk://u:Pa55-w0rd@127.0.0.1:1?%zz",
 	)
 }
 
-// applyOne applies opt to the default options.
-func applyOne(opt Option) error {
-	o := defaultOptions()
-	return o.apply([]Option{opt})
-}
-
 func TestOptions(t *testing.T) {
-	drivertest.BadOptions(t, applyOne,
+	drivertest.BadOptions(t, defaultOptions,
 		drivertest.BadOption[Option]{Name: "session timeout too short", Opt: WithSessionTimeout(time.Millisecond), Want: "at least 10ms"},
 		drivertest.BadOption[Option]{Name: "prefix without a slash", Opt: WithPrefix("locks"), Want: "must begin with '/'"},
 		drivertest.BadOption[Option]{Name: "prefix under /zookeeper", Opt: WithPrefix("/zookeeper/x"), Want: "ZooKeeper's own"},
@@ -145,18 +114,7 @@ func TestOptions(t *testing.T) {
 
 func TestEscape(t *testing.T) {
 	for _, s := range []string{"a", ".", "..", "...", "a.b", "a/b", "%", "%2F", "ünï/cødé%25", "//", "emoji-🔒", "ctl-\x01\x1f\x7f\u0085", "priv-\ue000", "\ufff0\uffff", "zookeeper"} {
-		e := escape(s)
-		if e == "." || e == ".." || strings.Contains(e, "/") {
-			t.Errorf("escape(%q) = %q, not a node name", s, e)
-		}
-		for _, r := range e {
-			if forbidden(r) {
-				t.Errorf("escape(%q) = %q keeps %U", s, e, r)
-			}
-		}
-		if got, ok := unescape(e); !ok || got != s {
-			t.Errorf("unescape(escape(%q)) = %q, %v", s, got, ok)
-		}
+		checkEscape(t, s)
 	}
 	for _, bad := range []string{"%", "%2", "%zz", "%FF"} {
 		if _, ok := unescape(bad); ok {
@@ -186,10 +144,7 @@ func FuzzParseURL(f *testing.F) {
 		if len(cfg.servers) == 0 {
 			t.Fatalf("parseURL(%q) accepted no server", raw)
 		}
-		o := defaultOptions()
-		if err := o.apply(cfg.opts); err != nil {
-			t.Fatalf("parseURL(%q) accepted options that do not apply: %v", raw, err)
-		}
+		o := drivertest.Applied(t, defaultOptions(), cfg.opts)
 		if p, err := cleanPrefix(o.prefix); err != nil || p != o.prefix {
 			t.Fatalf("parseURL(%q) accepted prefix %q: %v", raw, o.prefix, err)
 		}
@@ -210,17 +165,24 @@ func FuzzEscape(f *testing.F) {
 		if name == "" || !utf8.ValidString(name) || strings.ContainsRune(name, 0) {
 			return // package locker refuses these
 		}
-		e := escape(name)
-		if e == "." || e == ".." || strings.Contains(e, "/") {
-			t.Fatalf("escape(%q) = %q, not a node name", name, e)
-		}
-		for _, r := range e {
-			if forbidden(r) {
-				t.Fatalf("escape(%q) = %q keeps %U", name, e, r)
-			}
-		}
-		if got, ok := unescape(e); !ok || got != name {
-			t.Fatalf("unescape(escape(%q)) = %q, %v", name, got, ok)
-		}
+		checkEscape(t, name)
 	})
+}
+
+// checkEscape checks that escape makes of name a node name without the
+// characters ZooKeeper refuses, and that unescape maps it back.
+func checkEscape(t *testing.T, name string) {
+	t.Helper()
+	e := escape(name)
+	if e == "." || e == ".." || strings.Contains(e, "/") {
+		t.Errorf("escape(%q) = %q, not a node name", name, e)
+	}
+	for _, r := range e {
+		if forbidden(r) {
+			t.Errorf("escape(%q) = %q keeps %U", name, e, r)
+		}
+	}
+	if got, ok := unescape(e); !ok || got != name {
+		t.Errorf("unescape(escape(%q)) = %q, %v", name, got, ok)
+	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/golocker/locker/backend"
+	"github.com/golocker/locker/internal/driverkit"
 )
 
 // Driver is a lock driver on ZooKeeper: the holders and waiters of a lock
@@ -75,11 +76,11 @@ func New(conn *zk.Conn, opts ...Option) (*Driver, error) {
 		return nil, optionError("nil connection")
 	}
 	o := defaultOptions()
-	if err := o.apply(opts); err != nil {
+	if err := driverkit.Apply(&o, opts); err != nil {
 		return nil, err
 	}
-	if len(o.openOnly) > 0 {
-		return nil, optionError("%s applies to Open, not New", o.openOnly[0])
+	if err := o.Refuse("zklock", "New", openOnly...); err != nil {
+		return nil, err
 	}
 	if !o.timeoutSet {
 		return nil, optionError("New needs WithSessionTimeout, the session timeout of the connection")
@@ -103,15 +104,7 @@ func newDriver(conn *zk.Conn, own bool, o options, log *clientLog, servers strin
 
 // Capabilities implements backend.Driver.
 func (d *Driver) Capabilities() backend.Capabilities {
-	return backend.Capabilities{
-		Fencing:      true,
-		Notify:       true,
-		FIFO:         true,
-		LostSignal:   true,
-		Expiry:       true,
-		SessionLease: true,
-		CrossProcess: true,
-	}
+	return driverkit.SessionCapabilities()
 }
 
 // Conn returns the ZooKeeper connection the Driver uses.
@@ -166,14 +159,7 @@ func (d *Driver) call(ctx context.Context, f func() error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	done := make(chan error, 1)
-	go func() { done <- f() }()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return driverkit.WithinErr(ctx, f)
 }
 
 // SetLogger implements backend.LogSetter: the connection that Open made
@@ -295,14 +281,11 @@ func (d *Driver) storeErr(ctx context.Context, err error) error {
 	if err == nil || errors.Is(err, backend.ErrClosed) {
 		return err
 	}
-	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
-		err = fmt.Errorf("%w: %w", cerr, err)
-	}
 	servers := d.servers
 	if servers == "" {
 		servers = d.conn.Server()
 	}
-	return fmt.Errorf("zklock: %s: %w", servers, err)
+	return driverkit.StoreErr(ctx, "zklock", servers, err)
 }
 
 // retryable reports whether a request failed for a reason that passes: a

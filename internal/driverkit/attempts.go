@@ -8,20 +8,21 @@ import (
 )
 
 // Attempts runs the attempts of one acquisition, for a driver whose holds
-// live in a session (etcdlock, zklock). The error of each attempt decides
-// what comes next:
+// live in a session (etcdlock, zklock): each gets the live session from
+// session, whose error ends the acquisition, and makes one attempt in it.
+// The error of each attempt decides what comes next:
 //
-//   - one that ended(err) — the session ended while the attempt was in
+//   - one that wraps ended — the session ended while the attempt was in
 //     flight, taking its key or node along — is tried again at once; at
 //     most twice more, unless wait;
 //   - when wait, one that is transient(err) — the store may recover, as
 //     from a lost connection or an election — is tried again after a pause
 //     that doubles from 20ms to 1s;
-//   - any other, or one marked Final, is returned.
+//   - any other is returned.
 //
 // When ctx ends between attempts, its error is returned, saying the last
 // transient failure.
-func Attempts[L any](ctx context.Context, wait bool, attempt func() (L, error), ended, transient func(error) bool) (L, error) {
+func Attempts[S, L any](ctx context.Context, wait bool, session func(context.Context) (S, error), attempt func(S) (L, error), ended error, transient func(error) bool) (L, error) {
 	var none L
 	var last error
 	for n, backoff := 0, 20*time.Millisecond; ; n++ {
@@ -31,14 +32,15 @@ func Attempts[L any](ctx context.Context, wait bool, attempt func() (L, error), 
 			}
 			return none, err
 		}
-		l, err := attempt()
-		var f *finalError
+		s, err := session(ctx)
+		if err != nil {
+			return none, err
+		}
+		l, err := attempt(s)
 		switch {
 		case err == nil:
 			return l, nil
-		case errors.As(err, &f):
-			return none, f.err
-		case ended(err) && (wait || n < 2):
+		case errors.Is(err, ended) && (wait || n < 2):
 			continue
 		case !wait || !transient(err) || ctx.Err() != nil:
 			return none, err
@@ -49,12 +51,15 @@ func Attempts[L any](ctx context.Context, wait bool, attempt func() (L, error), 
 	}
 }
 
-// Final marks err as the end of Attempts, which returns err as it is.
-func Final(err error) error { return &finalError{err} }
-
-type finalError struct{ err error }
-
-func (e *finalError) Error() string { return e.err.Error() }
+// Done reports, without waiting, whether ch is closed.
+func Done(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
 
 // Sleep waits for d, or until ctx ends; it reports whether d passed.
 func Sleep(ctx context.Context, d time.Duration) bool {

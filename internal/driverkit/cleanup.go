@@ -27,12 +27,10 @@ func (l *Life) Done() <-chan struct{} { return l.done }
 
 // Err is backend.ErrClosed once Close has begun, and nil before.
 func (l *Life) Err() error {
-	select {
-	case <-l.done:
+	if Done(l.done) {
 		return backend.ErrClosed
-	default:
-		return nil
 	}
+	return nil
 }
 
 // Go runs f in a goroutine that Close waits for, unless Close has begun:

@@ -1,6 +1,7 @@
 package driverkit
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/url"
@@ -71,4 +72,46 @@ func ParseHostsURL(pkg, scheme, defaultPort string, u *url.URL) (HostsURL, error
 		h.Path = strings.TrimSuffix(u.Path, "/")
 	}
 	return h, nil
+}
+
+// URLConfig is what a driver's parser makes of a URL: its own settings,
+// and the options that the URL's parameters set.
+type URLConfig[O any] interface {
+	URLOptions() []O
+}
+
+// Opener is how a driver opens its URLs: Parse reads one, without
+// touching the network; Open makes the driver of what Parse read and of
+// the options, Defaults with the URL's options and the caller's applied.
+type Opener[C URLConfig[O], T any, O ~func(*T) error, D backend.Driver] struct {
+	Pkg      string // "etcdlock"
+	Parse    func(*url.URL) (C, error)
+	Defaults func() T
+	Open     func(context.Context, C, T) (D, error)
+}
+
+// OpenURL opens u; extra apply after the URL's options.
+func (op *Opener[C, T, O, D]) OpenURL(ctx context.Context, u *url.URL, extra []O) (D, error) {
+	var none D
+	cfg, err := op.Parse(u)
+	if err != nil {
+		return none, err
+	}
+	o := op.Defaults()
+	if err := Apply(&o, append(cfg.URLOptions(), extra...)); err != nil {
+		return none, err
+	}
+	return op.Open(ctx, cfg, o)
+}
+
+// OpenRaw is the driver package's Open of rawURL: OpenURL, its errors
+// saying which URL failed, the password hidden (Open).
+func (op *Opener[C, T, O, D]) OpenRaw(ctx context.Context, rawURL string, extra []O) (D, error) {
+	return Open(op.Pkg, rawURL, func(u *url.URL) (D, error) { return op.OpenURL(ctx, u, extra) })
+}
+
+// ForLocker is OpenURL as package locker's registry takes it (an Opener of
+// package locker).
+func (op *Opener[C, T, O, D]) ForLocker(ctx context.Context, u *url.URL) (backend.Driver, error) {
+	return op.OpenURL(ctx, u, nil)
 }
