@@ -105,8 +105,8 @@ func openGolocker(shared bool, query string) func(ctx context.Context, addr, nam
 	return openGolockerAt(shared, func(addr, _ string) string { return "redis://" + addr + query })
 }
 
-// openGolockerAt opens golocker on the URL that url makes of the target,
-// with one Client per handle or one Client shared by every handle.
+// openGolockerAt opens golocker on the URL that url makes of the target and
+// the lock name, with one Client per handle or one shared by every handle.
 func openGolockerAt(shared bool, url func(target, name string) string) func(ctx context.Context, target, name string, n int, _ time.Duration) (*Set, error) {
 	return func(ctx context.Context, target, name string, n int, _ time.Duration) (*Set, error) {
 		u := url(target, name) // once: every Client of the Set on the same URL
