@@ -25,9 +25,8 @@
 // never exceeds: the head and the next one look at a quarter of the time
 // the current hold has lasted, from 1 ms up to a third of the claim window
 // (where a release's notification wakes the head, every third of the
-// window); a waiter further back looks at three quarters of the time
-// until it should be next, from how fast serving moved (at most every
-// maxLookPause), and package locker's earlier calls are answered from
+// window); a waiter further back looks when it should be next, from how
+// fast serving moved, and package locker's earlier calls are answered from
 // memory.
 package ticket
 
@@ -39,11 +38,9 @@ import (
 )
 
 const (
-	// maxLookPause is the longest a waiter further back goes without
-	// looking: well inside turnStale, and long enough that a queue of
-	// tens of waiters on slow hand-offs does not load the store with
-	// looks (each waiter of its own Client looks for itself).
-	maxLookPause = 2 * time.Second
+	// maxLookPause is the longest a waiter goes without looking, as
+	// package locker's back-off.
+	maxLookPause = 250 * time.Millisecond
 	// turnStale is how long an untouched ticket is remembered: a wait that
 	// ended without a grant (its ctx ended) never comes back.
 	turnStale = 10 * time.Second
@@ -182,13 +179,10 @@ func (q *Queue) Observe(t *Turn, v View, notify bool) time.Duration {
 	}
 	if rank > 1 {
 		// It is next after rank-1 more turns from when serving last
-		// moved: look at three quarters of that time (turns vary; the
-		// estimate is made again at each look), so that a waiter looks a
-		// few times per wait rather than every maxLookPause.
+		// moved: look then.
 		next := time.Duration(0)
 		if !notify && t.per > 0 {
-			due := t.moved.Add(time.Duration(rank-1) * t.per).Sub(now)
-			next = min(max(due*3/4, time.Millisecond), maxLookPause)
+			next = min(max(t.moved.Add(time.Duration(rank-1)*t.per).Sub(now), time.Millisecond), maxLookPause)
 		}
 		if free && (next == 0 || next > q.Window/2) {
 			next = q.Window / 2
