@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/golocker/locker/internal/drivertest"
 )
 
 func TestNeedsAuth(t *testing.T) {
@@ -99,14 +101,7 @@ func TestServeShutsDownWhenCtxEnds(t *testing.T) {
 		t.Errorf("GET /: %d", code)
 	}
 	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("Serve = %v, want nil after a graceful shutdown", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Serve did not return within 10s of ctx ending")
-	}
+	drivertest.Succeeds(t, done, 10*time.Second, "Serve after ctx ended (a graceful shutdown)")
 	if _, err := net.DialTimeout("tcp", ln.Addr().String(), time.Second); err == nil {
 		t.Error("the address still accepts connections after the shutdown")
 	}

@@ -105,14 +105,7 @@ func TestKilledConnections(t *testing.T) {
 		if err := m.Unlock(ctx); err != nil {
 			t.Fatalf("Unlock after the kills: %v", err)
 		}
-		select {
-		case err := <-waited:
-			if err != nil {
-				t.Fatalf("the waiter: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Fatal("the waiter did not get the lock after Unlock")
-		}
+		drivertest.Succeeds(t, waited, 30*time.Second, "the waiter's Lock after Unlock")
 	})
 }
 

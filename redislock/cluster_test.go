@@ -62,14 +62,7 @@ func TestClusterSlotMigration(t *testing.T) {
 	if err := ma.Unlock(ctx); err != nil {
 		t.Fatalf("Unlock after the slot moved: %v", err)
 	}
-	select {
-	case err := <-waited:
-		if err != nil {
-			t.Errorf("waiter: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("the waiter did not get the lock after the Unlock")
-	}
+	drivertest.Succeeds(t, waited, 30*time.Second, "the waiter's Lock after the Unlock")
 	drivertest.Eventually(t, 30*time.Second, "the prober gets the lock", func() bool { return p.grants.Load() > 0 })
 	stop()
 	if v := p.violations.Load(); v != 0 {

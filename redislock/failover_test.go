@@ -209,14 +209,7 @@ func TestWaiterSurvivesARestart(t *testing.T) {
 	if err := srv.Restart(ctx); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-got:
-		if err != nil {
-			t.Fatalf("the waiter's Lock across the restart: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("the waiter did not get the lock after the restart")
-	}
+	drivertest.Succeeds(t, got, 30*time.Second, "the waiter's Lock across the restart")
 	select {
 	case <-ma.Lost():
 	case <-time.After(ttl + 10*time.Second):

@@ -104,14 +104,8 @@ func TestALapsedPlaceIsSkipped(t *testing.T) {
 	w := wc.NewMutex(name)
 	got := queued(t, ctx, w, wc, 2)   // the ghost and the waiter
 	awaitWaiters(t, ctx, wc, name, 1) // the ghost's place lapsed
-	released := time.Now()
-	if err := holder.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := awaitLock(t, got, "the waiter behind a lapsed place"); err != nil {
-		t.Fatalf("waiter: %v", err)
-	}
-	t.Logf("the waiter behind the lapsed place got the lock %v after the release", time.Since(released).Round(time.Microsecond))
+	took := handOff(t, ctx, holder, got, "the waiter behind a lapsed place")
+	t.Logf("the waiter behind the lapsed place got the lock %v after the release", took.Round(time.Microsecond))
 	holds, err := hc.Holds(ctx, name)
 	if err != nil {
 		t.Fatal(err)
@@ -176,14 +170,8 @@ func TestAGrantLostWithThePubSubConnectionIsFound(t *testing.T) {
 	if _, err := srv.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub"); err != nil {
 		t.Fatal(err)
 	}
-	released := time.Now()
-	if err := holder.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := awaitLock(t, got, "the waiter whose grant's message was lost"); err != nil {
-		t.Fatalf("waiter: %v", err)
-	}
-	t.Logf("the waiter got the lock %v after a release whose message may have been lost", time.Since(released).Round(time.Millisecond))
+	took := handOff(t, ctx, holder, got, "the waiter whose grant's message was lost")
+	t.Logf("the waiter got the lock %v after a release whose message may have been lost", took.Round(time.Millisecond))
 	if err := w.Unlock(ctx); err != nil {
 		t.Error(err)
 	}
@@ -226,15 +214,23 @@ func lockAsync(ctx context.Context, m *locker.Mutex) <-chan error {
 	return got
 }
 
+// handOff unlocks holder and waits for the Lock whose outcome got gives,
+// which must succeed: it returns how long that took after the release.
+func handOff(t *testing.T, ctx context.Context, holder *locker.Mutex, got <-chan error, what string) time.Duration {
+	t.Helper()
+	released := time.Now()
+	if err := holder.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := awaitLock(t, got, what); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	return time.Since(released)
+}
+
 // awaitLock returns the outcome of a Lock started by lockAsync, failing
 // the test if it takes over 10s.
 func awaitLock(t *testing.T, got <-chan error, what string) error {
 	t.Helper()
-	select {
-	case err := <-got:
-		return err
-	case <-time.After(10 * time.Second):
-		t.Fatalf("%s: Lock did not return", what)
-		return nil
-	}
+	return drivertest.Receive(t, got, 10*time.Second, what+": Lock")
 }

@@ -57,6 +57,29 @@ func Eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 	}
 }
 
+// Receive returns the next value of ch, the result of a goroutine the test
+// started, and fails the test when none comes within d.
+func Receive[T any](t testing.TB, ch <-chan T, d time.Duration, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(d):
+		t.Fatalf("%s: nothing within %v", what, d)
+		var zero T
+		return zero
+	}
+}
+
+// Succeeds fails the test unless ch, the outcome of a goroutine the test
+// started, gives nil within d.
+func Succeeds(t testing.TB, ch <-chan error, d time.Duration, what string) {
+	t.Helper()
+	if err := Receive(t, ch, d, what); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
 // Open opens a driver with open, given 30 seconds, and closes it when the
 // test ends; what names it in the failure.
 func Open[D backend.Driver](t testing.TB, what string, open func(context.Context) (D, error)) D {

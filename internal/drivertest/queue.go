@@ -146,13 +146,7 @@ func OneReleaseWakesOneWaiter[D QueueDriver](t *testing.T, q Queue[D], n int) {
 	before := sum(q.Wakeups)
 	next := func(what string) backend.Lease {
 		t.Helper()
-		select {
-		case l := <-grants:
-			return l
-		case <-time.After(30 * time.Second):
-			t.Fatalf("no grant after %s", what)
-			return nil
-		}
+		return Receive(t, grants, 30*time.Second, "a grant after "+what)
 	}
 	if err := hl.Release(ctx); err != nil {
 		t.Fatal(err)
