@@ -212,7 +212,7 @@ func (d *Driver) createTable(ctx context.Context) error {
 		if err == nil || ctx.Err() != nil {
 			break
 		}
-		pause(ctx, 20*time.Millisecond)
+		driverkit.Sleep(ctx, 20*time.Millisecond)
 	}
 	if err != nil {
 		return fmt.Errorf("mysqllock: creating table %s: %w", d.table, err)
@@ -309,18 +309,8 @@ func (d *Driver) retryIf(ctx context.Context, again func(error) bool, f func() e
 		if err == nil || attempt == maxAttempts || !again(err) || ctx.Err() != nil {
 			return err
 		}
-		pause(ctx, wait/2+rand.N(wait/2+1))
+		driverkit.Sleep(ctx, wait/2+rand.N(wait/2+1))
 		wait *= 4
-	}
-}
-
-// pause sleeps for d or until ctx ends.
-func pause(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
 	}
 }
 

@@ -12,6 +12,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/golocker/locker/internal/driverkit"
 )
 
 // Watch implements backend.Watcher. On PostgreSQL with LISTEN/NOTIFY, ch
@@ -106,7 +108,7 @@ func (n *notifier) run() {
 			backoff = 50 * time.Millisecond
 		}
 		n.listen.Store(false)
-		pause(n.ctx, backoff)
+		driverkit.Sleep(n.ctx, backoff)
 		backoff = min(2*backoff, 5*time.Second)
 	}
 }

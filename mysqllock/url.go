@@ -115,7 +115,7 @@ func openTarget(ctx context.Context, u *url.URL, extra []Option) (*Driver, error
 		if err == nil || !retryable(err) || time.Now().Add(wait).After(deadline) {
 			return d, err
 		}
-		pause(ctx, wait)
+		driverkit.Sleep(ctx, wait)
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("mysqllock: open %s: %w (after: %w)", t.addr, ctx.Err(), err)
 		}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/golocker/locker/internal/driverkit"
 )
 
 // A Driver has one pub/sub channel of its own, its inbox: the scripts
@@ -32,14 +34,7 @@ type inbox struct {
 	wg     sync.WaitGroup
 }
 
-func (b *inbox) isReady() bool {
-	select {
-	case <-b.ready:
-		return true
-	default:
-		return false
-	}
-}
+func (b *inbox) isReady() bool { return driverkit.Done(b.ready) }
 
 // inboxCallTimeout bounds one SUBSCRIBE. After a failure, the next one
 // is sent after resubscribeDelay, doubling up to maxResubscribeDelay (the
@@ -101,11 +96,7 @@ func (d *Driver) subscribe(ctx context.Context, b *inbox) {
 		cctx, cancel = context.WithTimeout(ctx, inboxCallTimeout)
 		_ = b.ps.Unsubscribe(cctx, d.inboxName)
 		cancel()
-		t := time.NewTimer(delay)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
+		if !driverkit.Sleep(ctx, delay) {
 			return
 		}
 		delay = min(2*delay, maxResubscribeDelay)

@@ -62,13 +62,16 @@ func Done(ch <-chan struct{}) bool {
 }
 
 // Sleep waits for d, or until ctx ends; it reports whether d passed.
-func Sleep(ctx context.Context, d time.Duration) bool {
+func Sleep(ctx context.Context, d time.Duration) bool { return Pause(ctx.Done(), d) }
+
+// Pause waits for d, or until done is closed; it reports whether d passed.
+func Pause(done <-chan struct{}, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
 		return true
-	case <-ctx.Done():
+	case <-done:
 		return false
 	}
 }

@@ -113,11 +113,7 @@ func Cleanup(ctx context.Context, life *Life, release func(context.Context)) {
 	release(context.WithoutCancel(ctx))
 	life.Go(func() {
 		for _, after := range CleanupAgain {
-			t := time.NewTimer(after)
-			select {
-			case <-t.C:
-			case <-life.Done():
-				t.Stop()
+			if !Pause(life.Done(), after) {
 				return
 			}
 			release(context.Background())
