@@ -307,15 +307,26 @@ func (o *observer) spanStart(e locker.AcquireStart) []trace.SpanStartOption {
 }
 
 // acquisition is what an acquisition's context carries from AcquireStarted
-// to AcquireEnded and HoldEnded, when its span is recorded.
+// to AcquireEnded and HoldEnded, when its span is recorded. It is that
+// context itself (the acquisition span's, with one more value), so that
+// AcquireStarted allocates it alone.
 type acquisition struct {
-	parent context.Context // the caller's ctx: its span is the hold span's parent
+	context.Context                 // the acquisition span's ctx
+	parent          context.Context // the caller's ctx: its span is the hold span's parent
 
 	mu   sync.Mutex
 	hold trace.Span // nil until the acquisition succeeds
 }
 
 type acquisitionKey struct{}
+
+// Value implements context.Context: the acquisition under acquisitionKey.
+func (a *acquisition) Value(key any) any {
+	if key == (acquisitionKey{}) {
+		return a
+	}
+	return a.Context.Value(key)
+}
 
 // internalKind is the hold span's kind, made once.
 var internalKind = trace.WithSpanKind(trace.SpanKindInternal)
@@ -335,7 +346,7 @@ func (o *observer) AcquireStarted(ctx context.Context, e locker.AcquireStart) co
 		// parent. Nothing to carry to AcquireEnded.
 		return ctx
 	}
-	return context.WithValue(ctx, acquisitionKey{}, &acquisition{parent: parent})
+	return &acquisition{Context: ctx, parent: parent}
 }
 
 // AcquireEnded implements locker.Observer: it records the wait, ends the
