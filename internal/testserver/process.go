@@ -401,13 +401,25 @@ func GroupMembers(pgid int) []int {
 }
 
 // Pause stops the process group with SIGSTOP: the server keeps its sockets
-// but answers nothing, as a hung or partitioned server would.
+// but answers nothing, as a hung or partitioned server would. It returns
+// once every thread of the group is seen stopped (kill returns before the
+// signal has stopped threads running on another CPU), or after 5 s.
 func (p *Process) Pause() error {
 	sent, _, err := p.signal(syscall.SIGSTOP)
 	if err == nil && !sent {
 		err = fmt.Errorf("process %s: pause: not running", p.spec.Name)
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !groupStopped(p.Pid()) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("process %s: pause: not stopped after 5s", p.spec.Name)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return nil
 }
 
 // Resume continues a paused process group with SIGCONT.
