@@ -19,7 +19,9 @@ import (
 
 // TestWaitersOfManyProcessesAreServedInArrivalOrder: 8 waiters spread
 // over 4 Drivers (as 4 processes would be) get the lock in the order they
-// began to wait, not in an order that favours one Driver.
+// arrived in Redis's queue, not in an order that favours one Driver. A
+// Driver's second waiter arrives when its first has released (D8: only a
+// Client's head asks the store).
 func TestWaitersOfManyProcessesAreServedInArrivalOrder(t *testing.T) {
 	t.Parallel()
 	ctx := drivertest.Context(t, 2*time.Minute)
@@ -34,6 +36,7 @@ func TestWaitersOfManyProcessesAreServedInArrivalOrder(t *testing.T) {
 	order := make(chan int, n)
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	q := clients[0].Driver().(backend.QueueInspector)
 	for i := range n {
 		// Driver i%4, arriving only once the previous waiter is queued.
 		m := clients[i%4].NewMutex(name)
@@ -44,6 +47,22 @@ func TestWaitersOfManyProcessesAreServedInArrivalOrder(t *testing.T) {
 				return
 			}
 			order <- i
+			if i >= 1 && i <= 4 {
+				// A Client's second waiter joins Redis's queue once its
+				// first has released the lock. Waiter i holds until the
+				// previous Client's second has joined, so that it arrives
+				// before this Client's second can: the queue then holds
+				// the next two of the first round (or of the second) and
+				// that waiter.
+				deadline := time.Now().Add(10 * time.Second)
+				for k, err := q.Waiters(ctx, name); err != nil || k != 3; k, err = q.Waiters(ctx, name) {
+					if time.Now().After(deadline) {
+						t.Errorf("waiter %d: the previous Client's next waiter did not join the queue (%d queued, %v)", i, k, err)
+						break
+					}
+					time.Sleep(time.Millisecond)
+				}
+			}
 			if err := m.Unlock(ctx); err != nil {
 				t.Errorf("waiter %d: Unlock: %v", i, err)
 			}
