@@ -14,6 +14,8 @@ import (
 // rawURL, hands it to open, and says which URL failed, its password
 // hidden. url.Parse's own error repeats the URL, password included, so
 // only its cause is kept; a URL that does not parse is backend.ErrBadURL.
+// The password is also hidden in open's error, should the store's client
+// repeat it.
 func Open[D any](pkg, rawURL string, open func(*url.URL) (D, error)) (D, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
@@ -26,8 +28,10 @@ func Open[D any](pkg, rawURL string, open func(*url.URL) (D, error)) (D, error) 
 	}
 	d, err := open(u)
 	if err != nil {
+		// The store's client may repeat what it was given, password
+		// included, in its error: hidden too.
 		var none D
-		return none, fmt.Errorf("%s: open %s: %w", pkg, Redact(rawURL), err)
+		return none, fmt.Errorf("%s: open %s: %w", pkg, Redact(rawURL), Scrub(err, u))
 	}
 	return d, nil
 }

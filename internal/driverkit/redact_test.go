@@ -80,3 +80,26 @@ func TestEscape(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenHidesThePasswordInTheDriversError: a store client that repeats
+// the password it was given in its error does not leak it through Open,
+// and the error still matches what it wraps.
+func TestOpenHidesThePasswordInTheDriversError(t *testing.T) {
+	const secret = "s3cr/t pw"
+	raw := "store://app:" + url.PathEscape(secret) + "@db.example:1234/x"
+	cause := errors.New("refused")
+	_, err := driverkit.Open("storelock", raw, func(u *url.URL) (int, error) {
+		pw, _ := u.User.Password()
+		return 0, fmt.Errorf("dial %s with password %s: %w", u.Host, pw, cause)
+	})
+	if err == nil {
+		t.Fatal("Open succeeded")
+	}
+	msg := err.Error()
+	if strings.Contains(msg, secret) || strings.Contains(msg, url.PathEscape(secret)) {
+		t.Errorf("Open's error shows the password: %s", msg)
+	}
+	if !strings.Contains(msg, "db.example:1234") || !errors.Is(err, cause) {
+		t.Errorf("Open's error = %q, want it to name the host and wrap its cause", msg)
+	}
+}
