@@ -412,12 +412,8 @@ func (p *Process) Pause() error {
 	if err != nil {
 		return err
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for !groupStopped(p.Pid()) {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("process %s: pause: not stopped after 5s", p.spec.Name)
-		}
-		time.Sleep(time.Millisecond)
+	if err := WaitStopped(GroupMembers(p.Pid()), 5*time.Second); err != nil {
+		return fmt.Errorf("process %s: pause: %w", p.spec.Name, err)
 	}
 	return nil
 }

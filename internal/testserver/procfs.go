@@ -134,26 +134,3 @@ func WaitStopped(pids []int, timeout time.Duration) error {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
-
-// groupStopped reports whether every thread of every live process of
-// process group pgid is stopped (state T or t), read from /proc.
-func groupStopped(pgid int) bool {
-	for _, pid := range GroupMembers(pgid) {
-		tasks, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
-		if err != nil {
-			continue // gone meanwhile
-		}
-		for _, task := range tasks {
-			b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + task.Name() + "/stat")
-			if err != nil {
-				continue
-			}
-			s := string(b)
-			f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-			if len(f) > 0 && f[0] != "T" && f[0] != "t" && f[0] != "Z" && f[0] != "X" {
-				return false
-			}
-		}
-	}
-	return true
-}
