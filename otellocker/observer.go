@@ -95,10 +95,9 @@ type observer struct {
 	// The counts behind active and waiters, read when the meter collects:
 	// an event costs an atomic add, not a measurement (four per
 	// Lock+Unlock).
-	counts   gauges             // without a name label
-	mu       sync.Mutex         // guards byLabel
-	byLabel  map[string]*gauges // with one
-	observed metric.ObserveOption
+	counts  gauges             // without a name label
+	mu      sync.Mutex         // guards byLabel
+	byLabel map[string]*gauges // with one
 }
 
 // gauges are the holds and the acquisitions in progress of one attribute
@@ -202,13 +201,12 @@ func NewObserver(opts ...Option) (locker.Observer, error) {
 	for i, r := range renewalOutcomes {
 		o.renew[i] = newAttrs(AttrRenewalOutcome.String(r))
 	}
-	o.observed = metric.WithAttributeSet(*attribute.EmptySet())
 	o.byLabel = make(map[string]*gauges)
 	return o, nil
 }
 
-// gauges returns the counts of name's attribute set.
-func (o *observer) gauges(name string) *gauges {
+// countsOf returns the counts of name's attribute set.
+func (o *observer) countsOf(name string) *gauges {
 	if o.label == nil {
 		return &o.counts
 	}
@@ -226,8 +224,8 @@ func (o *observer) gauges(name string) *gauges {
 // observe reports the counts of holds and waiters when the meter collects.
 func (o *observer) observe(_ context.Context, ob metric.Observer) error {
 	if o.label == nil {
-		ob.ObserveInt64(o.active, o.counts.active.Load(), o.observed)
-		ob.ObserveInt64(o.waiters, o.counts.waiters.Load(), o.observed)
+		ob.ObserveInt64(o.active, o.counts.active.Load())
+		ob.ObserveInt64(o.waiters, o.counts.waiters.Load())
 		return nil
 	}
 	o.mu.Lock()
@@ -338,7 +336,7 @@ func (o *observer) AcquireStarted(ctx context.Context, e locker.AcquireStart) co
 	if e.Reentry {
 		return ctx
 	}
-	o.gauges(e.Name).waiters.Add(1)
+	o.countsOf(e.Name).waiters.Add(1)
 	parent := ctx
 	ctx, span := o.tracer.Start(ctx, spanNames[opIndex(e.Op)], o.spanStart(e)...)
 	if !span.IsRecording() {
@@ -363,7 +361,7 @@ func (o *observer) AcquireEnded(ctx context.Context, e locker.AcquireEnd) {
 		}
 		return
 	}
-	g := o.gauges(e.Name)
+	g := o.countsOf(e.Name)
 	g.waiters.Add(-1)
 	o.acquireDur.Record(ctx, e.Wait.Seconds(), o.acquireAttrs(e).record...)
 
@@ -406,7 +404,7 @@ func (o *observer) AcquireEnded(ctx context.Context, e locker.AcquireEnd) {
 // counts a loss, and ends the hold's span.
 func (o *observer) HoldEnded(ctx context.Context, e locker.HoldEnd) {
 	at := o.endAttrs(e)
-	o.gauges(e.Name).active.Add(-1)
+	o.countsOf(e.Name).active.Add(-1)
 	o.holdDur.Record(ctx, e.Held.Seconds(), at.record...)
 	if e.Lost() {
 		o.lost.Add(ctx, 1, at.add...)
