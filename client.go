@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -198,6 +199,9 @@ func (c *Client) end(ctx context.Context, h *hold) error {
 	lerr := h.lostErr()
 	if lerr == nil && c.pass(rctx, h) {
 		c.observeEnd(h, Released, nil)
+		// The next holder is runnable: let it run now, before whatever
+		// the releaser does next.
+		runtime.Gosched()
 		return nil
 	}
 	err := h.releaseLease(rctx)

@@ -99,11 +99,16 @@ func ownServer(t *testing.T) (context.Context, *redisserver.RedisServer, func() 
 }
 
 // TestCommandsPerAcquisition counts the commands that 8 handles of one
-// process send to take one lock 500 times between them: the local queue
-// lets only its head try, and a release wakes only that head, so an
-// acquisition costs a handful of commands (a try, the release, now and then
-// a try that finds the lock taken or a SUBSCRIBE), however many handles
-// wait.
+// Client send to take one lock 500 times between them. Only the Client's
+// first waiter asks Redis, and a hold ends by being passed to the next
+// waiter without a call (backend.Passer), so most acquisitions cost no
+// command at all: Redis sees the chain's first grant, a reservation of
+// tokens every 32 passes, a release and a new grant when the chain's lease
+// is a tenth of the TTL old, and the Driver's one SUBSCRIBE. Without
+// passing it is 3 (acquire, INCRBY, release). The Client's waiters never
+// wait in Redis here (only the Client's head asks, and finds the lock
+// free), so this also shows that passing does not need another process's
+// waiter to have made the Driver subscribe.
 func TestCommandsPerAcquisition(t *testing.T) {
 	t.Parallel()
 	ctx := drivertest.Context(t, 2*time.Minute)
@@ -144,8 +149,8 @@ func TestCommandsPerAcquisition(t *testing.T) {
 	perAcq := float64(sum) / total
 	t.Logf("%d acquisitions by %d handles: %d commands, %.2f per acquisition (release included): %s",
 		total, handles, sum, perAcq, formatCalls(per))
-	if perAcq > 5 {
-		t.Errorf("%.2f commands per acquisition, want at most 5", perAcq)
+	if perAcq > 1 {
+		t.Errorf("%.2f commands per acquisition, want at most 1: holds are not passed within the Client", perAcq)
 	}
 }
 

@@ -121,6 +121,10 @@
 //
 // When a hold of a Client ends and the Client has another waiter for the
 // name, package locker asks the lease to pass the hold (backend.Passer).
+// Only a hold granted with the Driver's inbox can be passed (the inbox
+// hears of other processes' waiters, below); a Driver not yet subscribed
+// subscribes on such a first request, so a Client whose waiters only ever
+// find the lock free passes from its second grant on.
 // The hold then goes to that waiter without a call to Redis: Redis keeps
 // the hold that began the chain (its owner, its lease, which every
 // hold of the chain renews as that owner, and a block of fencing tokens

@@ -18,7 +18,8 @@ import (
 // A Driver has one pub/sub channel of its own, its inbox: the scripts
 // that hand a lock to one of its waiters publish "<token> <owner>" there,
 // so a grant reaches the one process that waits for it, and wakes no
-// other. The Driver subscribes when a waiter first needs the inbox, and
+// other. The Driver subscribes when a waiter first needs the inbox, or a
+// hold could first have been passed to a waiter of its Client (Pass), and
 // stays subscribed until Close: one SUBSCRIBE in the Driver's life, one
 // subscription however many names it waits for. Two goroutines serve it:
 // the subscriber, which sends SUBSCRIBE (again after a failure), and the
