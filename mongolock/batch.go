@@ -2,7 +2,6 @@ package mongolock
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/golocker/locker/backend"
@@ -25,7 +24,7 @@ func (d *Driver) RenewBatch(ctx context.Context, items []backend.RenewItem) {
 	length := func(_ *lease, it backend.RenewItem) time.Duration {
 		return time.Duration(leaseMs(it.TTL)) * time.Millisecond
 	}
-	driverkit.Batches(items, d, leaseDriver, errOtherDriver, length, batchDocs, func(ttl time.Duration, idx []int, leases []*lease) {
+	driverkit.Batches(items, d, "mongolock", func(l *lease) *Driver { return l.d }, length, batchDocs, func(ttl time.Duration, idx []int, leases []*lease) {
 		errs := make([]error, len(idx))
 		d.store.renewBatch(octx, leases, ttl, errs)
 		for j, i := range idx {
@@ -33,10 +32,3 @@ func (d *Driver) RenewBatch(ctx context.Context, items []backend.RenewItem) {
 		}
 	})
 }
-
-// errOtherDriver is the error of a lease that RenewBatch was given but
-// another driver granted.
-var errOtherDriver = errors.New("mongolock: RenewBatch: a lease of another driver")
-
-// leaseDriver returns the driver that granted l.
-func leaseDriver(l *lease) *Driver { return l.d }

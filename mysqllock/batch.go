@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"database/sql"
-	"errors"
 
 	"github.com/golocker/locker/backend"
 	"github.com/golocker/locker/internal/driverkit"
@@ -23,17 +22,10 @@ const batchRows = 1000
 // renewed has lost its hold; an error fails only the statement's leases.
 func (d *Driver) RenewBatch(ctx context.Context, items []backend.RenewItem) {
 	length := func(_ *lease, it backend.RenewItem) int64 { return leaseMicros(it.TTL) }
-	driverkit.Batches(items, d, leaseDriver, errOtherDriver, length, batchRows, func(us int64, idx []int, leases []*lease) {
+	driverkit.Batches(items, d, "mysqllock", func(l *lease) *Driver { return l.d }, length, batchRows, func(us int64, idx []int, leases []*lease) {
 		d.renewRows(ctx, items, idx, leases, us)
 	})
 }
-
-// errOtherDriver is the error of a lease that RenewBatch was given but
-// another driver granted.
-var errOtherDriver = errors.New("mysqllock: RenewBatch: a lease of another driver")
-
-// leaseDriver returns the driver that granted l.
-func leaseDriver(l *lease) *Driver { return l.d }
 
 // renewRows renews items[idx...], whose leases are leases, to lease us in
 // one statement (two on MySQL) and sets their Err.

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"embed"
 	"fmt"
+	"maps"
 	"regexp"
 	"strings"
 
@@ -38,14 +39,21 @@ type statements struct {
 	holds        string
 }
 
-// loadStatements reads the embedded SQL of dialect and fills in the
-// quoted table name and the fragments ({free}, {now}, ...).
+// loadStatements reads the embedded SQL of dialect, over the statements
+// that dialects share (sql/common.sql: a dialect's statement of the same
+// name replaces the shared one), and fills in the quoted table name and
+// the fragments ({free}, {now}, ...).
 func loadStatements(dialect, quotedTable string) (statements, error) {
 	b, err := sqlFiles.ReadFile("sql/" + dialect + ".sql")
-	if err != nil {
+	if err != nil || dialect == "common" {
 		return statements{}, fmt.Errorf("mysqllock: no SQL for dialect %q", dialect)
 	}
-	named := parseNamed(string(b))
+	common, err := sqlFiles.ReadFile("sql/common.sql")
+	if err != nil {
+		return statements{}, fmt.Errorf("mysqllock: the shared SQL: %w", err)
+	}
+	named := parseNamed(string(common))
+	maps.Copy(named, parseNamed(string(b)))
 	pairs := []string{"{table}", quotedTable}
 	for k, v := range named {
 		pairs = append(pairs, "{"+k+"}", v)

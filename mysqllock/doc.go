@@ -70,8 +70,10 @@
 // created by an earlier version lacks the queue columns: add them as DDL
 // shows. Names are at most MaxNameLen (512) bytes, which every name package
 // locker accepts fits. The table name is validated as an identifier and
-// quoted; names, owners and leases are always bound parameters. The SQL of
-// each dialect is in sql/*.sql.
+// quoted; names, owners and leases are always bound parameters. The SQL is
+// in sql/: common.sql holds the statements that dialects share, and each
+// dialect's file (mysql.sql, postgres.sql, sqlite.sql) its own fragments
+// and the statements it writes otherwise.
 //
 // # How a lock works
 //

@@ -130,6 +130,21 @@ func TestStatementsLoad(t *testing.T) {
 		if ddl, err := DDL(dialect, "locks"); err != nil || !strings.HasPrefix(ddl, "CREATE TABLE IF NOT EXISTS") {
 			t.Errorf("DDL(%s) = %q, %v", dialect, ddl, err)
 		}
+		// A dialect's own statement replaces the shared one of the same
+		// name (sql/common.sql), and the shared ones take its fragments.
+		own := map[string][2]string{
+			DialectMySQL:    {st.renew, "INTERVAL @lease_us MICROSECOND"},
+			DialectPostgres: {st.release, "pg_notify"},
+			DialectSQLite:   {st.renew, "((@lease_us + 999) / 1000)"},
+		}[dialect]
+		if !strings.Contains(own[0], own[1]) {
+			t.Errorf("%s: %q not in %s", dialect, own[1], own[0])
+		}
+	}
+	for _, dialect := range []string{"common", "oracle", ""} {
+		if _, err := loadStatements(dialect, "T"); err == nil {
+			t.Errorf("loadStatements(%q) found a dialect", dialect)
+		}
 	}
 }
 

@@ -45,7 +45,7 @@ func (d *Driver) RenewBatch(ctx context.Context, items []backend.RenewItem) {
 	}
 	var calls []call
 	pipe := d.client.Pipeline()
-	driverkit.Batches(items, d, func(l *lease) *Driver { return l.d }, errReply, key, renewChunk, func(g group, idx []int, leases []*lease) {
+	driverkit.Batches(items, d, "redislock", func(l *lease) *Driver { return l.d }, key, renewChunk, func(g group, idx []int, leases []*lease) {
 		c := call{idx: idx, leases: leases, keys: make([]string, len(idx)), args: make([]any, 1, len(idx)+1)}
 		c.args[0] = ms(g.ttl)
 		for j, l := range leases {

@@ -6,12 +6,15 @@
 -- clocks do not matter. Parameters are named (@name, GORM binds each
 -- occurrence): names, owners, lease lengths and windows in microseconds,
 -- ticket numbers; never a client time. Lines starting with "--" are
--- comments and are not sent. The statements are those of postgres.sql;
--- the comments there say what each does, and those here what MySQL does
--- differently.
+-- comments and are not sent. The statements not named here are those of
+-- common.sql; the comments there and in postgres.sql say what each does,
+-- and those here what MySQL does differently.
 
 -- name: now
 UTC_TIMESTAMP(3)
+
+-- name: lease
+INTERVAL @lease_us MICROSECOND
 
 -- name: lapse
 ({now} - INTERVAL @window_us MICROSECOND)
@@ -29,19 +32,6 @@ CREATE TABLE IF NOT EXISTS {table} (
   PRIMARY KEY (name)
 ) ENGINE = InnoDB
 
--- Fragments of acquire, on the row as it was.
--- name: free
-(owner IS NULL OR owner = '' OR expires_at IS NULL OR expires_at < {now})
-
--- name: lapsed
-({free} AND (serving_at IS NULL OR serving_at < {lapse}) AND (expires_at IS NULL OR expires_at < {lapse}))
-
--- name: head
-(@ticket > 0 AND @ticket <= tickets AND (@ticket = serving OR (@ticket > serving AND {lapsed})))
-
--- name: grant
-({free} AND (@wait = 0 OR serving > tickets OR {head} OR (@ticket = 0 AND {lapsed})))
-
 -- name: acquire
 -- On an existing row (insert creates a new one). The WHERE clause
 -- decides, on the row as it was; MySQL then assigns the columns from left
@@ -53,7 +43,7 @@ CREATE TABLE IF NOT EXISTS {table} (
 UPDATE {table}
    SET owner      = @owner,
        fence      = LAST_INSERT_ID(fence + 1),
-       expires_at = {now} + INTERVAL @lease_us MICROSECOND,
+       expires_at = {now} + {lease},
        serving_at = IF(@ticket > 0 AND @ticket >= serving AND @ticket <= tickets, {now}, serving_at),
        serving    = IF(@ticket > 0 AND @ticket >= serving AND @ticket <= tickets, @ticket + 1, serving)
  WHERE name = @name AND {grant}
@@ -70,7 +60,7 @@ UPDATE {table}
 -- key error means another owner created it first; the driver tries the
 -- update again.
 INSERT INTO {table} (name, owner, fence, expires_at, tickets, serving, serving_at)
-VALUES (@name, @owner, 1, {now} + INTERVAL @lease_us MICROSECOND, 0, 1, NULL)
+VALUES (@name, @owner, 1, {now} + {lease}, 0, 1, NULL)
 
 -- name: look
 SELECT owner, fence,
@@ -81,11 +71,6 @@ SELECT owner, fence,
        TIMESTAMPDIFF(MICROSECOND, serving_at, UTC_TIMESTAMP(6))
   FROM {table}
  WHERE name = @name
-
--- name: renew
-UPDATE {table}
-   SET expires_at = {now} + INTERVAL @lease_us MICROSECOND
- WHERE name = @name AND owner = @owner AND expires_at >= {now}
 
 -- name: renew_check
 -- MySQL counts changed rows, not matched ones: a renewal within the same
@@ -99,26 +84,11 @@ SELECT COUNT(*)
 -- No RETURNING on UPDATE: every renewed row gets the batch's random stamp
 -- (so every one changes), and renew_stamped reads back which carry it.
 UPDATE {table}
-   SET expires_at = {now} + INTERVAL @lease_us MICROSECOND, renew_stamp = @stamp
+   SET expires_at = {now} + {lease}, renew_stamp = @stamp
  WHERE name IN @names AND (name, owner) IN @pairs AND expires_at >= {now}
 
 -- name: renew_stamped
 SELECT name, owner FROM {table} WHERE name IN @names AND renew_stamp = @stamp
-
--- name: release
-UPDATE {table}
-   SET owner = NULL, expires_at = {now}
- WHERE name = @name AND owner = @owner AND expires_at >= {now}
-
--- name: release_any
-UPDATE {table}
-   SET owner = NULL, expires_at = {now}
- WHERE name = @name AND owner = @owner
-
--- name: force_release
-UPDATE {table}
-   SET owner = NULL, expires_at = {now}
- WHERE name = @name AND owner IS NOT NULL AND owner <> '' AND expires_at >= {now}
 
 -- name: holds
 -- name is VARBINARY, so LIKE compares bytes (case-sensitive) and can use

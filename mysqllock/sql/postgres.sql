@@ -5,7 +5,10 @@
 -- statement_timestamp(), fixed for the statement. Parameters are named
 -- (@name, GORM binds each occurrence): names, owners, lease lengths and
 -- windows in microseconds, ticket numbers; never a client time. Lines
--- starting with "--" are comments and are not sent.
+-- starting with "--" are comments and are not sent. The statements not
+-- named here are those of common.sql. The fragments of acquire name the
+-- row as it was l, the alias of acquire's INSERT, and the releases notify
+-- the next waiter.
 
 -- name: create
 CREATE TABLE IF NOT EXISTS {table} (
@@ -78,33 +81,6 @@ ON CONFLICT (name) DO UPDATE SET
   serving_at = CASE WHEN {ticket} > 0 AND {ticket} >= l.serving AND {ticket} <= l.tickets THEN {now} ELSE l.serving_at END
 WHERE {grant}
 RETURNING {state}
-
--- name: take_ticket
--- A waiter that did not get the lock takes the next ticket: RETURNING's
--- tickets is its number. The first ticket of an empty queue has its turn
--- at once.
-UPDATE {table}
-   SET tickets = tickets + 1,
-       serving_at = CASE WHEN serving > tickets THEN {now} ELSE serving_at END
- WHERE name = @name
-RETURNING {state}
-
--- name: look
--- A waiter's look between attempts: a plain read, no row lock.
-SELECT {state} FROM {table} WHERE name = @name
-
--- name: renew
-UPDATE {table}
-   SET expires_at = {now} + {lease}
- WHERE name = @name AND owner = @owner AND expires_at >= {now}
-
--- name: renew_batch
--- Every lease of one length in a batch; the rows that come back were
--- renewed, the others lost. name IN keeps it on the primary key.
-UPDATE {table}
-   SET expires_at = {now} + {lease}
- WHERE name IN @names AND (name, owner) IN @pairs AND expires_at >= {now}
-RETURNING name, owner
 
 -- name: notify
 -- The payload of a release's notification: the ticket whose turn it is,

@@ -6,8 +6,9 @@
 -- {now} reads it once per statement. Parameters are named (@name, GORM
 -- binds each occurrence): names, owners, lease lengths and windows in
 -- microseconds, ticket numbers; never a client time. Lines starting with
--- "--" are comments and are not sent. The statements are those of
--- postgres.sql; the comments there say what each does.
+-- "--" are comments and are not sent. The statements not named here are
+-- those of common.sql; the comments there and in postgres.sql say what
+-- each does.
 
 -- name: now
 CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)
@@ -26,22 +27,11 @@ CREATE TABLE IF NOT EXISTS {table} (
   serving_at INTEGER
 ) WITHOUT ROWID
 
--- Fragments of acquire: in an upsert's DO UPDATE, a bare column is the
--- row as it was.
--- name: free
-(owner IS NULL OR owner = '' OR expires_at IS NULL OR expires_at < {now})
-
 -- name: lapse
 ({now} - @window_us / 1000)
 
 -- name: lapsed
 ({free} AND ifnull(serving_at, 0) < {lapse} AND ifnull(expires_at, 0) < {lapse})
-
--- name: head
-(@ticket > 0 AND @ticket <= tickets AND (@ticket = serving OR (@ticket > serving AND {lapsed})))
-
--- name: grant
-({free} AND (@wait = 0 OR serving > tickets OR {head} OR (@ticket = 0 AND {lapsed})))
 
 -- name: state
 owner, fence,
@@ -59,42 +49,6 @@ ON CONFLICT (name) DO UPDATE SET
   serving_at = CASE WHEN @ticket > 0 AND @ticket >= serving AND @ticket <= tickets THEN {now} ELSE serving_at END
 WHERE {grant}
 RETURNING {state}
-
--- name: take_ticket
-UPDATE {table}
-   SET tickets = tickets + 1,
-       serving_at = CASE WHEN serving > tickets THEN {now} ELSE serving_at END
- WHERE name = @name
-RETURNING {state}
-
--- name: look
-SELECT {state} FROM {table} WHERE name = @name
-
--- name: renew
-UPDATE {table}
-   SET expires_at = {now} + {lease}
- WHERE name = @name AND owner = @owner AND expires_at >= {now}
-
--- name: renew_batch
-UPDATE {table}
-   SET expires_at = {now} + {lease}
- WHERE name IN @names AND (name, owner) IN @pairs AND expires_at >= {now}
-RETURNING name, owner
-
--- name: release
-UPDATE {table}
-   SET owner = NULL, expires_at = {now}
- WHERE name = @name AND owner = @owner AND expires_at >= {now}
-
--- name: release_any
-UPDATE {table}
-   SET owner = NULL, expires_at = {now}
- WHERE name = @name AND owner = @owner
-
--- name: force_release
-UPDATE {table}
-   SET owner = NULL, expires_at = {now}
- WHERE name = @name AND owner IS NOT NULL AND owner <> '' AND expires_at >= {now}
 
 -- name: holds
 -- LIKE is case-insensitive on SQLite: compare the prefix with substr
