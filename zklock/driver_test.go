@@ -320,12 +320,8 @@ func TestTokenIsTheNodesCzxid(t *testing.T) {
 // change of the lock node is not the acquisition's: the token must still
 // be the holder node's czxid.
 func TestTokenWhenTheLockNodeChangesAfterTheCreate(t *testing.T) {
-	z := standalone.Get(t)
-	ctx := drivertest.Context(t, time.Minute)
-	d := openDriver(t, urlOf(z, "/czxid-changed", ""))
-	admin := adminConn(t, z)
 	const name = "changed"
-	dir := zklock.Dir(d, name)
+	ctx, d, admin, dir := lockNode(t, "/czxid-changed", name)
 	zklock.SetAfterCreate(d, func() {
 		p, err := admin.Create(dir+"/other", nil, zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
 		if err == nil {
@@ -366,12 +362,8 @@ func TestTokenWhenTheLockNodeChangesAfterTheCreate(t *testing.T) {
 // write is refused, and the Driver falls back to creating the node alone
 // and reading its czxid.
 func TestLockNodeThatMayNotBeWritten(t *testing.T) {
-	z := standalone.Get(t)
-	ctx := drivertest.Context(t, time.Minute)
-	d := openDriver(t, urlOf(z, "/no-write", ""))
-	admin := adminConn(t, z)
 	const name = "no-write"
-	dir := zklock.Dir(d, name)
+	ctx, d, admin, dir := lockNode(t, "/no-write", name)
 	if _, err := admin.Create(dir[:strings.LastIndexByte(dir, '/')], nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
 		t.Fatal(err)
 	}
@@ -398,6 +390,17 @@ func TestLockNodeThatMayNotBeWritten(t *testing.T) {
 
 // holderStat returns the stat of the lowest lock node in dir, the
 // holder's, and how many lock nodes dir has.
+// lockNode opens a Driver under root on the standalone server and an
+// admin connection to it, and returns them with the path of name's lock
+// node.
+func lockNode(t *testing.T, root, name string) (context.Context, *zklock.Driver, *zk.Conn, string) {
+	t.Helper()
+	z := standalone.Get(t)
+	ctx := drivertest.Context(t, time.Minute)
+	d := openDriver(t, urlOf(z, root, ""))
+	return ctx, d, adminConn(t, z), zklock.Dir(d, name)
+}
+
 func holderStat(t *testing.T, admin *zk.Conn, dir string) (*zk.Stat, int) {
 	t.Helper()
 	nodes, err := lockChildren(admin, dir)
