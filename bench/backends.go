@@ -390,10 +390,14 @@ func RunBackend(ctx context.Context, cfg Config, target, name string, n int, p P
 	// (mongolock's and mysqllock's tickets) lets a later waiter past an
 	// abandoned ticket only after its claim window (up to 500 ms), which
 	// would stall the start of the measured run. Each handle takes the
-	// lock once more, one after another, so the run starts from a settled
-	// queue.
+	// lock once more, so the run starts from a settled queue. They do so
+	// all at once, not one after another: etcd's concurrency.Mutex leaves
+	// its key behind when its Lock is cancelled between the transaction
+	// that puts it and the reply, and only the same handle's next Lock
+	// (which reuses the key of its session) takes it away; in turn, an
+	// earlier handle would wait for it until the timeout.
 	wctx, cancel := context.WithTimeout(ctx, time.Minute)
-	err = WarmUp(wctx, set.Handles)
+	err = settle(wctx, set.Handles)
 	cancel()
 	if err != nil {
 		return Measurement{}, fmt.Errorf("settling after the warm-up: %w", err)
@@ -419,3 +423,19 @@ func RunBackend(ctx context.Context, cfg Config, target, name string, n int, p P
 // measured one of RunBackend lasts: a third of the measured run, at most
 // a second.
 func contendedWarmUp(d time.Duration) time.Duration { return min(d/3, time.Second) }
+
+// settle locks and unlocks once with each handle, all at once, and
+// returns the first error.
+func settle(ctx context.Context, hs []Handle) error {
+	errs := make([]error, len(hs))
+	var wg sync.WaitGroup
+	for i, h := range hs {
+		wg.Go(func() {
+			if err := WarmUp(ctx, []Handle{h}); err != nil {
+				errs[i] = fmt.Errorf("handle %d: %w", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
