@@ -3,6 +3,7 @@ package conformance
 import (
 	"bytes"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -34,22 +35,20 @@ func goroutines() map[string]string {
 	return gs
 }
 
-// settleGoroutines fails the check if goroutines started since before
-// are still running after a few seconds: what the check ended left
-// something behind. It is the check of goleak, with the standard library
-// only, so that the root module needs nothing else.
+// settleGoroutines fails the check if, a few seconds on, more goroutines
+// run a function than ran it at before: what the check ended left
+// something behind. It counts by function, not by goroutine: a goroutine
+// that replaced one of the same function is no growth (a pooled
+// connection that a cancelled query closed, and the one opened after it,
+// each have a watcher goroutine of the database driver). It is the check of
+// goleak, with the standard library only, so that the root module needs
+// nothing else.
 func settleGoroutines(t *testing.T, before map[string]string, what string) {
 	t.Helper()
 	var extra []string
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		extra = extra[:0]
-		for id, fn := range goroutines() {
-			if _, ok := before[id]; ok || benign(fn) {
-				continue
-			}
-			extra = append(extra, "goroutine "+id+": "+fn)
-		}
+		extra = grown(before, goroutines())
 		if len(extra) == 0 {
 			return
 		}
@@ -61,7 +60,29 @@ func settleGoroutines(t *testing.T, before map[string]string, what string) {
 	if len(extra) > 10 {
 		extra = append(extra[:10], "...")
 	}
-	t.Errorf("%s: %d goroutine(s) left running:\n%s", what, len(extra), strings.Join(extra, "\n"))
+	t.Errorf("%s: %d goroutine(s) more than before are running:\n%s", what, len(extra), strings.Join(extra, "\n"))
+}
+
+// grown returns the goroutines of now (id: top function) that are not in
+// before and run a function that more goroutines run now than in before,
+// sorted; benign ones aside.
+func grown(before, now map[string]string) []string {
+	had, count := make(map[string]int), make(map[string]int)
+	for _, fn := range before {
+		had[fn]++
+	}
+	for _, fn := range now {
+		count[fn]++
+	}
+	var extra []string
+	for id, fn := range now {
+		if _, ok := before[id]; ok || benign(fn) || count[fn] <= had[fn] {
+			continue
+		}
+		extra = append(extra, "goroutine "+id+": "+fn)
+	}
+	slices.Sort(extra)
+	return extra
 }
 
 // benign tells whether a goroutine whose top frame is fn belongs to the
