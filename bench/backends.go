@@ -431,8 +431,10 @@ func settle(ctx context.Context, hs []Handle) error {
 	var wg sync.WaitGroup
 	for i, h := range hs {
 		wg.Go(func() {
-			if err := WarmUp(ctx, []Handle{h}); err != nil {
-				errs[i] = fmt.Errorf("handle %d: %w", i, err)
+			if err := h.Lock(ctx); err != nil {
+				errs[i] = fmt.Errorf("lock %d: %w", i, err)
+			} else if err := h.Unlock(ctx); err != nil {
+				errs[i] = fmt.Errorf("unlock %d: %w", i, err)
 			}
 		})
 	}

@@ -62,7 +62,8 @@ func (l *lease) Pass(_ context.Context, r backend.Request) (backend.Lease, error
 	d := l.d
 	d.mu.Lock()
 	c := l.c
-	if c == nil && !d.isClosed() && d.opts.waitReplicas == 0 {
+	passing := !d.isClosed() && d.opts.waitReplicas == 0
+	if c == nil && passing {
 		// A waiter of the Client was there to be passed this hold, but
 		// its grant started no chain: it was taken without the inbox,
 		// which the Driver subscribes when a waiter first waits in
@@ -71,7 +72,7 @@ func (l *lease) Pass(_ context.Context, r backend.Request) (backend.Lease, error
 		// reserves tokens and passes.
 		d.startInboxLocked()
 	}
-	if c == nil || !c.holds(l.token) || d.isClosed() || d.opts.waitReplicas > 0 || !c.passable(time.Now(), r.TTL, d.opts.batch) {
+	if c == nil || !passing || !c.holds(l.token) || !c.passable(time.Now(), r.TTL, d.opts.batch) {
 		d.mu.Unlock()
 		return nil, nil
 	}

@@ -388,8 +388,6 @@ func TestLockNodeThatMayNotBeWritten(t *testing.T) {
 	}
 }
 
-// holderStat returns the stat of the lowest lock node in dir, the
-// holder's, and how many lock nodes dir has.
 // lockNode opens a Driver under root on the standalone server and an
 // admin connection to it, and returns them with the path of name's lock
 // node.
@@ -401,6 +399,8 @@ func lockNode(t *testing.T, root, name string) (context.Context, *zklock.Driver,
 	return ctx, d, adminConn(t, z), zklock.Dir(d, name)
 }
 
+// holderStat returns the stat of the lowest lock node in dir, the
+// holder's, and how many lock nodes dir has.
 func holderStat(t *testing.T, admin *zk.Conn, dir string) (*zk.Stat, int) {
 	t.Helper()
 	nodes, err := lockChildren(admin, dir)
