@@ -148,32 +148,49 @@ func (d *Driver) granted(ctx context.Context, g *generation, c created, start ti
 	} else {
 		d.createdTokens.Add(1)
 	}
-	l := &lease{d: d, g: g, path: c.path, token: uint64(c.czxid), start: start, lost: backend.NewLostSignal(), released: make(chan struct{})}
-	if g.lost() || d.conn.SessionID() != g.id {
+	l, err := d.newLease(g, c.path, c.czxid, uint64(c.czxid), c.dirVersion, start)
+	if err != nil {
 		d.remove(ctx, g, c.path)
+		return nil, err
+	}
+	return l, nil
+}
+
+// newLease makes the hold of the node at path, created at czxid, a lease
+// with token: it watches the node, and ends the hold with g, unless g
+// ended or the Driver was closed meanwhile.
+func (d *Driver) newLease(g *generation, path string, czxid int64, token uint64, dirVersion int32, start time.Time) (*lease, error) {
+	l := &lease{d: d, g: g, path: path, czxid: czxid, token: token, dirVersion: dirVersion, start: start,
+		lost: backend.NewLostSignal(), released: make(chan struct{})}
+	if g.lost() || d.conn.SessionID() != g.id {
 		return nil, errSessionEnded
 	}
 	if !d.goBackground(l.watch) {
-		d.remove(ctx, g, c.path)
 		return nil, backend.ErrClosed
 	}
 	// The session may be alive still when the generation ends (the
 	// ensemble was out of reach): the node must not outlive the hold.
 	l.stop = context.AfterFunc(g.ctx, func() {
 		if l.markLost() {
-			d.retryDelete(g.id, c.path)
+			d.retryDelete(g.id, path)
 		}
 	})
 	return l, nil
 }
 
 // created is the outcome of a create request: the node's path, and its
-// czxid when known (0 otherwise).
+// czxid and the version of its lock's node after the create when known (0
+// and noVersion otherwise).
 type created struct {
-	path  string
-	czxid int64
-	err   error
+	path       string
+	czxid      int64
+	dirVersion int32
+	err        error
 }
+
+// noVersion is the dirVersion of a node created without the write that
+// dates it, or found again by its GUID: its hold is never passed.
+const noVersion = -1
 
 // createNode creates the acquisition's node in dir, creating dir (and the
 // prefix) when missing. When the connection drops with the create in
@@ -216,7 +233,7 @@ func (d *Driver) createNode(ctx context.Context, g *generation, dir string, data
 			return created{}, d.storeErr(ctx, err)
 		case p != "":
 			d.recovered.Add(1)
-			return created{path: p}, nil
+			return created{path: p, dirVersion: noVersion}, nil
 		case d.conn.SessionID() != g.id:
 			return created{}, errSessionEnded
 		}
@@ -242,7 +259,7 @@ func (d *Driver) create(base, dir string, data []byte) created {
 		)
 		switch {
 		case err == nil && len(mr) == 2 && mr[1].Stat != nil:
-			return created{path: mr[0].String, czxid: mr[1].Stat.Mzxid}
+			return created{path: mr[0].String, czxid: mr[1].Stat.Mzxid, dirVersion: mr[1].Stat.Version}
 		case err == nil:
 			return created{err: fmt.Errorf("create %s: unexpected response to a multi", base)}
 		case !errors.Is(err, zk.ErrNoAuth) || len(mr) != 2 || mr[0].Error != nil:
@@ -251,7 +268,7 @@ func (d *Driver) create(base, dir string, data []byte) created {
 		d.plainCreate.Store(true)
 	}
 	p, err := d.conn.Create(base, data, flags, d.acl)
-	return created{path: p, err: err}
+	return created{path: p, dirVersion: noVersion, err: err}
 }
 
 // giveUp cleans up after a create that was in flight when ctx ended: it

@@ -205,6 +205,67 @@ func TestUsersConnection(t *testing.T) {
 	}
 }
 
+// TestReleaseAfterAPauseLongerThanTheSession: an owner whose process did
+// not run for longer than the session timeout (SIGSTOP, a long GC) while
+// cut off from ZooKeeper, and that releases before its monitor ran again,
+// is told its hold is lost — not that the release failed for a reason
+// unknown: by then the server expired its session and another owner holds
+// the lock.
+func TestReleaseAfterAPauseLongerThanTheSession(t *testing.T) {
+	z := standalone.Get(t)
+	ctx := drivertest.Context(t, time.Minute)
+	url := urlOf(z, "/paused", "session_timeout=4s")
+	var link partition
+	d := openDriver(t, url, zklock.WithDialer(link.dial))
+	const name = "paused"
+	l := drivertest.Acquire(t, ctx, d, name, "paused", false)
+	zklock.PauseMonitor(d)
+	link.cut()
+
+	// The server expires the session, and the next owner is granted the
+	// lock.
+	next := drivertest.Acquire(t, ctx, openDriver(t, url), name, "next", true)
+	defer next.Release(ctx)
+	if next.Token() <= l.Token() {
+		t.Errorf("the next owner's token %d is not above the paused owner's %d", next.Token(), l.Token())
+	}
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := l.Release(rctx); !errors.Is(err, backend.ErrLost) {
+		t.Fatalf("Release after the pause = %v, want ErrLost", err)
+	}
+}
+
+// partition dials ZooKeeper until cut, which closes every connection it
+// made and fails every dial after.
+type partition struct {
+	mu    sync.Mutex
+	down  bool
+	conns []net.Conn
+}
+
+func (p *partition) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.down {
+		return nil, errors.New("cut off")
+	}
+	c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+	if err == nil {
+		p.conns = append(p.conns, c)
+	}
+	return c, err
+}
+
+func (p *partition) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = true
+	for _, c := range p.conns {
+		_ = c.Close()
+	}
+}
+
 // TestGivingUpWhileTheServerIsDown: a waiter that gives up while
 // ZooKeeper does not answer returns at once, and its node goes once the
 // server is back — deleted by the heartbeat, or with the session.

@@ -6,6 +6,10 @@ package zklock
 // the test cuts its connection.
 func Crash(d *Driver) { d.crashed.Store(true) }
 
+// PauseMonitor makes d's monitor neither check its session nor send
+// heartbeats, as in a process that does not run; the rest of d goes on.
+func PauseMonitor(d *Driver) { d.paused.Store(true) }
+
 // Wakeups returns how many times d's waiters were woken by the deletion of
 // their predecessor's node.
 func Wakeups(d *Driver) int64 { return d.wakeups.Load() }

@@ -37,7 +37,7 @@ func (d *Driver) Holds(ctx context.Context, prefix string) ([]backend.Hold, erro
 			var st *zk.Stat
 			err = d.call(ctx, func() (err error) { data, st, err = d.conn.Get(d.prefix + "/" + esc + "/" + nodes[0].name); return err })
 			if err == nil {
-				hs = append(hs, backend.Hold{Name: name, Owner: string(data), Token: uint64(st.Czxid)})
+				hs = append(hs, backend.Hold{Name: name, Owner: string(data), Token: uint64(st.Mzxid)})
 				break
 			} else if !errors.Is(err, zk.ErrNoNode) { // else released meanwhile: look again
 				return nil, d.storeErr(ctx, err)

@@ -179,6 +179,9 @@ func (d *Driver) monitor() {
 			return
 		case <-tick.C:
 		}
+		if d.paused.Load() {
+			continue
+		}
 		d.checkSession()
 		if time.Since(last) < heartbeatInterval(d.sessionTimeout()) || !d.beating.CompareAndSwap(false, true) {
 			continue

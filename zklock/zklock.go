@@ -47,6 +47,7 @@ type Driver struct {
 
 	beating     atomic.Bool // a heartbeat is in flight
 	crashed     atomic.Bool // stop as a dead process would: delete nothing (tests)
+	paused      atomic.Bool // the monitor does nothing, as in a paused process (tests)
 	plainCreate atomic.Bool // create nodes without the write that dates them (see create)
 
 	// For tests: waiters woken by their predecessor's deletion, waiters
@@ -63,6 +64,7 @@ var (
 	_ backend.Inspector      = (*Driver)(nil)
 	_ backend.QueueInspector = (*Driver)(nil)
 	_ backend.LogSetter      = (*Driver)(nil)
+	_ backend.Passer         = (*lease)(nil)
 )
 
 // New returns a Driver on a ZooKeeper connection the caller already has.
