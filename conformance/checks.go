@@ -116,3 +116,11 @@ func needDrop(s *suite) string {
 	}
 	return ""
 }
+
+// needInspector: the driver implements backend.Inspector.
+func needInspector(s *suite) string {
+	if !s.ifs.Inspector {
+		return "the driver does not implement backend.Inspector"
+	}
+	return ""
+}

@@ -108,14 +108,22 @@ func TestSuiteCatchesBrokenDrivers(t *testing.T) {
 			"exclusion/one_owner_at_a_time_across_clients_and_goroutines",
 		},
 		broken.BlockingOnly: nil, // refused before any check
+		broken.HoldsIgnoresPrefix: {
+			"inspect/holds_lists_each_hold_by_prefix_with_its_token",
+		},
+		broken.ForceReleaseNoop: {
+			"inspect/force_release_frees_the_lock_and_its_holder_learns_it",
+		},
 	}
 	// Checks that must pass on the broken driver, to show that a failure in
 	// a cleanup or under the race detector is what fails the others.
 	control := map[string][]string{
-		broken.SameDriverStale:   {"spi/stale_renew_and_release_are_refused"},
-		broken.StrandsOnDeadline: {"trylock/returns_at_once_when_held_elsewhere"},
-		broken.PrefixBlocks:      {"input/unusual_names_are_distinct_locks"},
-		broken.DataRace:          {"trylock/returns_at_once_when_held_elsewhere"},
+		broken.SameDriverStale:    {"spi/stale_renew_and_release_are_refused"},
+		broken.StrandsOnDeadline:  {"trylock/returns_at_once_when_held_elsewhere"},
+		broken.PrefixBlocks:       {"input/unusual_names_are_distinct_locks"},
+		broken.DataRace:           {"trylock/returns_at_once_when_held_elsewhere"},
+		broken.HoldsIgnoresPrefix: {"inspect/force_release_frees_the_lock_and_its_holder_learns_it"},
+		broken.ForceReleaseNoop:   {"inspect/holds_lists_each_hold_by_prefix_with_its_token"},
 	}
 	for _, kind := range broken.Kinds {
 		t.Run(kind, func(t *testing.T) {

@@ -141,6 +141,21 @@ func (s *suite) holds(t *testing.T, ctx context.Context, name string) ([]backend
 	return exact, true
 }
 
+// holdsByName lists the holds of prefix through c, by name, or fails the
+// check.
+func holdsByName(t *testing.T, ctx context.Context, c *locker.Client, prefix string) map[string]backend.Hold {
+	t.Helper()
+	hs, err := c.Holds(ctx, prefix)
+	if err != nil {
+		t.Fatalf("Holds(%q): %v", prefix, err)
+	}
+	byName := make(map[string]backend.Hold)
+	for _, h := range hs {
+		byName[h.Name] = h
+	}
+	return byName
+}
+
 // awaitWaiters waits until n owners wait for name in the store, when the
 // driver can count them; otherwise it gives the waiter a moment to start
 // waiting.

@@ -58,13 +58,17 @@ const (
 	DataRace = "data-race"
 	// BlockingOnly has no attempt that does not wait: the suite refuses it.
 	BlockingOnly = "blocking-only"
+	// HoldsIgnoresPrefix lists every hold, whatever the prefix asked for.
+	HoldsIgnoresPrefix = "holds-ignores-prefix"
+	// ForceReleaseNoop reports a forced release that freed nothing.
+	ForceReleaseNoop = "force-release-noop"
 )
 
 // Kinds lists every broken driver.
 var Kinds = []string{
 	NoOwnerCheck, ConstantTokens, IgnoresCtx, OverDeclares, SameDriverStale, StaleGrant,
 	PhantomWaiter, AbandonsWait, StrandsOnDeadline, GivesUpAfterTTL, PrefixBlocks, CloseFails,
-	DataRace, BlockingOnly,
+	DataRace, BlockingOnly, HoldsIgnoresPrefix, ForceReleaseNoop,
 }
 
 // Faults is what the suite needs to inject faults (conformance.Faults).
@@ -113,10 +117,16 @@ func (d *driver) Close() error {
 }
 
 func (d *driver) Holds(ctx context.Context, prefix string) ([]backend.Hold, error) {
+	if d.kind == HoldsIgnoresPrefix {
+		prefix = ""
+	}
 	return d.d.Holds(ctx, prefix)
 }
 
 func (d *driver) ForceRelease(ctx context.Context, name string) error {
+	if d.kind == ForceReleaseNoop {
+		return nil
+	}
 	return d.d.ForceRelease(ctx, name)
 }
 
