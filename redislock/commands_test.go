@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -122,29 +121,7 @@ func TestCommandsPerAcquisition(t *testing.T) {
 	}
 
 	before := commandCalls(t, ctx, srv)
-	var done atomic.Int64
-	var inside atomic.Int32
-	var wg sync.WaitGroup
-	for range handles {
-		m := c.NewMutex(name)
-		wg.Go(func() {
-			for done.Add(1) <= total {
-				if err := m.Lock(ctx); err != nil {
-					t.Errorf("Lock: %v", err)
-					return
-				}
-				if inside.Add(1) != 1 {
-					t.Error("two handles inside at once")
-				}
-				inside.Add(-1)
-				if err := m.Unlock(ctx); err != nil {
-					t.Errorf("Unlock: %v", err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
+	drivertest.TakeTurns(t, ctx, c, name, handles, total)
 	sum, per := diffCalls(before, commandCalls(t, ctx, srv))
 	perAcq := float64(sum) / total
 	t.Logf("%d acquisitions by %d handles: %d commands, %.2f per acquisition (release included): %s",

@@ -3,8 +3,6 @@ package zklock_test
 import (
 	"context"
 	"errors"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,19 +25,24 @@ func pass(t *testing.T, ctx context.Context, l backend.Lease, owner string) back
 	return next
 }
 
-func TestPassKeepsTheNodeWithAGreaterToken(t *testing.T) {
-	z := standalone.Get(t)
+// passing returns two Drivers on the standalone server, and a hold of name
+// on the first.
+func passing(t *testing.T, name string) (context.Context, *zklock.Driver, *zklock.Driver, backend.Lease) {
 	ctx := drivertest.Context(t, time.Minute)
-	url := urlOf(z, "/pass", "session_timeout=4s")
+	url := urlOf(standalone.Get(t), "/"+name, "session_timeout=4s")
 	d, other := openDriver(t, url), openDriver(t, url)
+	return ctx, d, other, drivertest.Acquire(t, ctx, d, name, "first", true)
+}
+
+func TestPassKeepsTheNodeWithAGreaterToken(t *testing.T) {
 	const name = "passed"
-	first := drivertest.Acquire(t, ctx, d, name, "first", true)
+	ctx, d, other, first := passing(t, name)
 	second := pass(t, ctx, first, "second")
 	third := pass(t, ctx, second, "third")
 	if !(first.Token() < second.Token() && second.Token() < third.Token()) {
 		t.Errorf("tokens %d, %d, %d; want them increasing", first.Token(), second.Token(), third.Token())
 	}
-	nodes, err := lockChildren(adminConn(t, z), zklock.Dir(d, name))
+	nodes, err := lockChildren(adminConn(t, standalone.Get(t)), zklock.Dir(d, name))
 	if err != nil || len(nodes) != 1 {
 		t.Fatalf("nodes of the lock = %v, %v; want the first owner's alone", nodes, err)
 	}
@@ -66,12 +69,8 @@ func TestPassKeepsTheNodeWithAGreaterToken(t *testing.T) {
 // TestPassDeclinesWhenAnotherClientWaits: a waiter of another Client that
 // queued behind the hold is served first.
 func TestPassDeclinesWhenAnotherClientWaits(t *testing.T) {
-	z := standalone.Get(t)
-	ctx := drivertest.Context(t, time.Minute)
-	url := urlOf(z, "/pass-fair", "session_timeout=4s")
-	d, other := openDriver(t, url), openDriver(t, url)
 	const name = "fair"
-	l := drivertest.Acquire(t, ctx, d, name, "holder", true)
+	ctx, _, other, l := passing(t, name)
 	l = pass(t, ctx, l, "passed") // passes while nobody else waits
 	got := make(chan backend.Lease, 1)
 	go func() { got <- drivertest.Acquire(t, ctx, other, name, "waiter", true) }()
@@ -99,35 +98,7 @@ func TestHoldsPassWithinAClient(t *testing.T) {
 	c := drivertest.Client(t, ctx, urlOf(z, "/pass-client", "session_timeout=4s"))
 	d := c.Driver().(*zklock.Driver)
 	const handles, total = 8, 400
-	var done atomic.Int64
-	var inside atomic.Int32
-	var last atomic.Uint64
-	var wg sync.WaitGroup
-	for range handles {
-		m := c.NewMutex("turns")
-		wg.Go(func() {
-			for done.Add(1) <= total {
-				if err := m.Lock(ctx); err != nil {
-					t.Errorf("Lock: %v", err)
-					return
-				}
-				if inside.Add(1) != 1 {
-					t.Error("two handles inside at once")
-				}
-				if tok := m.Token(); tok <= last.Load() {
-					t.Errorf("token %d after %d", tok, last.Load())
-				} else {
-					last.Store(tok)
-				}
-				inside.Add(-1)
-				if err := m.Unlock(ctx); err != nil {
-					t.Errorf("Unlock: %v", err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
+	drivertest.TakeTurns(t, ctx, c, "turns", handles, total)
 	created := zklock.CreatedTokens(d)
 	t.Logf("%d acquisitions by %d handles of one Client: %d nodes created", total, handles, created)
 	if created > total/4 {
