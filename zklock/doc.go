@@ -73,6 +73,17 @@
 //     Driver and session, never deletes the next owner's node.
 //   - Names are escaped into one node each: "x" and "x/y" are siblings,
 //     never parent and child.
+//   - A hold passes to the next owner of the same Client (backend.Passer:
+//     package locker asks when the Client has a waiter for the name) without
+//     a new node: one multi checks that the version of the lock's node is
+//     still the one the hold's create left — every create of a lock node
+//     writes its lock's node, so nobody has queued behind the hold since —
+//     and writes the new owner into the hold's node. A waiter of another
+//     Client or process that queued meanwhile makes the check fail: the
+//     hold is released, and that waiter is next, in arrival order. A
+//     hand-off inside a Client then costs one write, where a release and a
+//     new acquisition cost three requests (delete, create, list). A hold
+//     whose session may not last half a timeout more is not passed.
 //
 // The lock's node is created when missing, as a container node, which the
 // server deletes once it has been empty for a while (its container check
@@ -83,13 +94,15 @@
 // # Capabilities
 //
 // Fencing: the token is the node's czxid, the transaction id that created
-// it; sequence numbers start again when a lock's node is deleted and
-// re-created, czxids never do. Notify and FIFO, as above;
+// it, or, for a hold passed inside a Client, the zxid of the write that
+// passed it (the node's mzxid): greater than the tokens before it, lower
+// than those of nodes created after it. Sequence numbers start again when a
+// lock's node is deleted and re-created, zxids never do. Notify and FIFO, as above;
 // backend.QueueInspector.Waiters counts the lock's nodes but the holder's.
 // LostSignal, SessionLease and Expiry: see below. backend.Inspector: Holds
-// lists the lowest node of each lock (Expires is zero: a hold lasts as long
-// as its session), ForceRelease deletes it and its owner's Lost fires.
-// CrossProcess.
+// lists the lowest node of each lock, with its data (the owner) and mzxid
+// (the token; Expires is zero: a hold lasts as long as its session);
+// ForceRelease deletes it and its owner's Lost fires. CrossProcess.
 //
 // The session, not package locker, keeps holds alive: Request.TTL and
 // locker.WithTTL do not change how long a hold lives (WithFixedLease still
