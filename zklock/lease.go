@@ -58,7 +58,8 @@ func (l *lease) markLost() bool {
 
 // Renew implements backend.Lease. The session keeps the hold alive, so
 // Renew only checks that the node is still there, in the session of its
-// generation, which has not ended; ttl is ignored.
+// generation, which has not ended; ttl is ignored. A check that fails when
+// the session can no longer be vouched for reports the hold lost (failed).
 func (l *lease) Renew(ctx context.Context, _ time.Duration) error {
 	if l.g.lost() {
 		return l.g.lostErr()
@@ -82,7 +83,8 @@ func (l *lease) Renew(ctx context.Context, _ time.Duration) error {
 // Release implements backend.Lease: it deletes the node, whose path
 // (sequence and GUID) no other hold can have. A hold already reported lost
 // is deleted if it is still there, and reported ErrLost. A deletion that
-// fails is tried again in the background while the session lives.
+// fails is tried again in the background while the session lives, and
+// reported ErrLost when the session can no longer be vouched for (failed).
 func (l *lease) Release(ctx context.Context) error {
 	if !l.end() && l.lost.Fired() && l.g.lost() {
 		return l.g.lostErr() // its node is being deleted, or went with the session
@@ -173,7 +175,7 @@ func (l *lease) failed(ctx context.Context, err error) error {
 const watchDelay = 100 * time.Millisecond
 
 // watch fires lost when the node is deleted behind the owner's back, until
-// Release or the end of the generation (see granted). It runs on a
+// Release, a pass or the end of the generation (see newLease). It runs on a
 // goroutine that Close waits for. The watch is set only once the hold has
 // lasted watchDelay: a short hold costs the create, the listing and the
 // delete alone, as zk.Lock's does. A deletion during the delay is seen all
