@@ -61,9 +61,26 @@ func transient(err error) bool {
 	return ok && st.Code() == codes.Unavailable
 }
 
-// attempt runs one acquisition in session s.
+// attempt runs one acquisition in session s, between the begin and done
+// that let a Release delete its key without a compare (keyUses).
 func (d *Driver) attempt(ctx context.Context, s *session, r backend.Request, wait bool) (backend.Lease, error) {
-	pfx, key := d.namePrefix(r.Name), d.key(r.Name, s)
+	base := d.key(r.Name, s)
+	key, err := s.uses.begin(ctx, base)
+	if err != nil {
+		return nil, err
+	}
+	l, err := d.create(ctx, s, r, wait, base, key)
+	s.uses.done(base, l)
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// create creates key, the session's key of the name (whose first key is
+// base), and waits, if wait, until it is the lowest of its range.
+func (d *Driver) create(ctx context.Context, s *session, r backend.Request, wait bool, base, key string) (*lease, error) {
+	pfx := d.namePrefix(r.Name)
 	free := clientv3.Compare(clientv3.CreateRevision(key), "=", 0)
 	if !wait {
 		free = clientv3.Compare(clientv3.CreateRevision(pfx), "=", 0).WithPrefix() // no key at all
@@ -104,9 +121,9 @@ func (d *Driver) attempt(ctx context.Context, s *session, r backend.Request, wai
 		return nil, ctx.Err()
 	}
 	if len(first) > 0 && first[0].CreateRevision == rev {
-		return d.granted(ctx, s, key, rev, start)
+		return d.granted(ctx, s, base, key, rev, start)
 	}
-	return d.wait(ctx, s, r, pfx, key, rev)
+	return d.wait(ctx, s, pfx, base, key, rev)
 }
 
 // heldError is the error of an attempt that found first holding the lock.
@@ -118,7 +135,7 @@ func heldError(first []*mvccpb.KeyValue) error {
 }
 
 // wait waits until key, created at rev, is the lowest of its range.
-func (d *Driver) wait(ctx context.Context, s *session, r backend.Request, pfx, key string, rev int64) (backend.Lease, error) {
+func (d *Driver) wait(ctx context.Context, s *session, pfx, base, key string, rev int64) (*lease, error) {
 	for {
 		// The own key, and the nearest older one, at one revision.
 		start := time.Now()
@@ -137,7 +154,7 @@ func (d *Driver) wait(ctx context.Context, s *session, r backend.Request, pfx, k
 		}
 		older := resp.Responses[1].GetResponseRange().Kvs
 		if len(older) == 0 {
-			return d.granted(ctx, s, key, rev, start)
+			return d.granted(ctx, s, base, key, rev, start)
 		}
 		woke := make(chan struct{}, 1)
 		unsubscribe := d.subscribe(string(older[0].Key), resp.Header.Revision+1, func(bool) {
@@ -171,8 +188,8 @@ func (d *Driver) wait(ctx context.Context, s *session, r backend.Request, pfx, k
 // session ended meanwhile. The key is watched from rev+1 once the hold has
 // lasted watchDelay, so that a deletion during the delay is reported all
 // the same.
-func (d *Driver) granted(ctx context.Context, s *session, key string, rev int64, start time.Time) (backend.Lease, error) {
-	l := &lease{d: d, s: s, key: key, rev: rev, start: start, lost: backend.NewLostSignal()}
+func (d *Driver) granted(ctx context.Context, s *session, base, key string, rev int64, start time.Time) (*lease, error) {
+	l := &lease{d: d, s: s, base: base, key: key, rev: rev, start: start, lost: backend.NewLostSignal()}
 	l.timer = time.AfterFunc(watchDelay, func() {
 		l.mu.Lock()
 		defer l.mu.Unlock()

@@ -57,9 +57,16 @@
 //     if the range is empty, in one transaction: it never queues and never
 //     wakes anyone. A held lock is a backend.HeldError that names the
 //     holder and its token, read in the same transaction.
-//   - Unlock deletes the key only if its create revision is still the
-//     hold's: a stale owner, even on the same session, never deletes the
-//     next owner's key.
+//   - Unlock deletes the key with a plain Delete, the stock recipe's one
+//     request, when nothing but its hold can have made it: the hold is the
+//     last one granted the key, no acquisition of the key by the Driver has
+//     begun since, and none begins until the Delete has its answer.
+//     Otherwise (a hold force-released whose key the Driver made again,
+//     say) it deletes the key only if its create revision is still the
+//     hold's. Either way a stale owner, even on the same session, never
+//     deletes the next owner's key. A Delete that fails may still be
+//     applied later, so the session's next holds of the name use another
+//     key (prefix/n/<lease>~1, ~2…), out of its reach.
 //   - An acquisition whose ctx ends deletes its key before it returns, with
 //     a context of its own bounded to 2s, so that a cluster that is down
 //     cannot hang it; a key whose deletion fails is deleted in the

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,18 +34,9 @@ func TestOneKeyPerSessionAndName(t *testing.T) {
 	d, other := openDriver(t, url), openDriver(t, url)
 	admin := adminClient(t, srv)
 	const name = "one-key"
-	pfx := etcdlock.NamePrefix(d, name)
 	keys := func() []string {
 		t.Helper()
-		resp, err := admin.Get(ctx, pfx, clientv3.WithPrefix())
-		if err != nil {
-			t.Fatal(err)
-		}
-		var ks []string
-		for _, kv := range resp.Kvs {
-			ks = append(ks, string(kv.Key))
-		}
-		return ks
+		return keysOf(t, ctx, admin, d, name)
 	}
 
 	a := drivertest.Acquire(t, ctx, d, name, "owner-a", false)
@@ -110,6 +102,167 @@ func TestOneKeyPerSessionAndName(t *testing.T) {
 	}
 	if ks := keys(); len(ks) != 0 {
 		t.Errorf("keys after the last Release: %q", ks)
+	}
+}
+
+// keysOf returns the keys of a lock name, read with admin.
+func keysOf(t *testing.T, ctx context.Context, admin *clientv3.Client, d *etcdlock.Driver, name string) []string {
+	t.Helper()
+	resp, err := admin.Get(ctx, etcdlock.NamePrefix(d, name), clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ks []string
+	for _, kv := range resp.Kvs {
+		ks = append(ks, string(kv.Key))
+	}
+	return ks
+}
+
+// TestAReleaseAfterAForceReleaseLeavesTheNextHold: a Release deletes its
+// key with a plain Delete only while nothing else of the session can have
+// made it; a hold force-released, whose key the same Driver made again for
+// a new hold, must not delete that hold's key.
+func TestAReleaseAfterAForceReleaseLeavesTheNextHold(t *testing.T) {
+	srv := single.Get(t)
+	ctx := drivertest.Context(t, time.Minute)
+	url := urlOf(srv, "/force-then-reuse", "")
+	d, admin := openDriver(t, url), adminClient(t, srv)
+	const name = "reused"
+	a := drivertest.Acquire(t, ctx, d, name, "owner-a", true)
+	if err := openDriver(t, url).ForceRelease(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	b := drivertest.Acquire(t, ctx, d, name, "owner-b", true)
+	if err := a.Release(ctx); !errors.Is(err, backend.ErrLost) {
+		t.Errorf("the force-released hold's Release = %v, want ErrLost", err)
+	}
+	if ks := keysOf(t, ctx, admin, d, name); len(ks) != 1 {
+		t.Errorf("keys after the stale Release: %q, want the new hold's", ks)
+	}
+	if err := b.Renew(ctx, time.Minute); err != nil {
+		t.Errorf("the new hold's Renew = %v", err)
+	}
+	if err := b.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if b.Lost().Fired() {
+		t.Error("the new hold was reported lost")
+	}
+
+	// Again, with the new acquisition queued behind another Driver's hold
+	// when the stale Release comes.
+	other := openDriver(t, url)
+	a = drivertest.Acquire(t, ctx, d, name, "owner-a2", true)
+	if err := other.ForceRelease(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	o := drivertest.Acquire(t, ctx, other, name, "owner-o", true)
+	queued := make(chan backend.Lease, 1)
+	go func() {
+		l, err := d.AcquireWait(ctx, backend.Request{Name: name, Owner: "owner-c", TTL: time.Minute})
+		if err != nil {
+			t.Error(err)
+		}
+		queued <- l
+	}()
+	drivertest.Eventually(t, 10*time.Second, "the new acquisition queued", func() bool { return etcdlock.Waiting(d) == 1 })
+	if err := a.Release(ctx); !errors.Is(err, backend.ErrLost) {
+		t.Errorf("the force-released hold's Release, a new acquisition queued = %v, want ErrLost", err)
+	}
+	if ks := keysOf(t, ctx, admin, d, name); len(ks) != 2 {
+		t.Errorf("keys after the stale Release: %q, want the holder's and the queued one's", ks)
+	}
+	if err := o.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c := drivertest.Receive(t, queued, 10*time.Second, "the queued acquisition")
+	if c == nil {
+		return
+	}
+	if err := c.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if c.Lost().Fired() {
+		t.Error("the queued hold was reported lost")
+	}
+}
+
+// TestAFailedReleaseMovesTheNameToANewKey: a plain Delete that failed may
+// still be applied later, so the session's next hold of the name uses a
+// key that the Delete cannot reach; the old key goes in the background.
+func TestAFailedReleaseMovesTheNameToANewKey(t *testing.T) {
+	srv := single.Get(t)
+	ctx := drivertest.Context(t, time.Minute)
+	d, admin := openDriver(t, urlOf(srv, "/failed-release", "")), adminClient(t, srv)
+	const name = "moved"
+	a := drivertest.Acquire(t, ctx, d, name, "owner-a", true)
+	first := keysOf(t, ctx, admin, d, name)
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := a.Release(cancelled); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Release with a cancelled context = %v, want context.Canceled", err)
+	}
+	drivertest.Eventually(t, 10*time.Second, "the key of the failed Release deleted in the background", func() bool {
+		return len(keysOf(t, ctx, admin, d, name)) == 0
+	})
+	b := drivertest.Acquire(t, ctx, d, name, "owner-b", true)
+	ks := keysOf(t, ctx, admin, d, name)
+	if len(ks) != 1 || len(first) != 1 || ks[0] == first[0] {
+		t.Errorf("key after a failed Release: %q, before: %q; want one other key", ks, first)
+	}
+	if err := b.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c := drivertest.Acquire(t, ctx, d, name, "owner-c", false)
+	if again := keysOf(t, ctx, admin, d, name); len(again) != 1 || again[0] != ks[0] {
+		t.Errorf("key of the next hold: %q, want %q reused", again, ks)
+	}
+	if err := c.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestHoldsOfOneDriverTakeTurns: acquisitions of one name through one
+// Driver share the session's key; while they race its plain Deletes, no
+// two hold at once and no hold is lost or fails to release.
+func TestHoldsOfOneDriverTakeTurns(t *testing.T) {
+	srv := single.Get(t)
+	ctx := drivertest.Context(t, 2*time.Minute)
+	d := openDriver(t, urlOf(srv, "/take-turns", ""))
+	const workers, each = 4, 40
+	var in, max atomic.Int32
+	errs := make(chan error, workers)
+	for w := range workers {
+		go func() {
+			errs <- func() error {
+				for i := range each {
+					l, err := d.AcquireWait(ctx, backend.Request{Name: "turns", Owner: fmt.Sprintf("w%d-%d", w, i), TTL: time.Minute})
+					if err != nil {
+						return err
+					}
+					n := in.Add(1)
+					for m := max.Load(); n > m && !max.CompareAndSwap(m, n); m = max.Load() {
+					}
+					in.Add(-1)
+					if err := l.Release(ctx); err != nil {
+						return fmt.Errorf("Release of hold %d of worker %d: %w", i, w, err)
+					}
+					if l.Lost().Fired() {
+						return fmt.Errorf("hold %d of worker %d reported lost", i, w)
+					}
+				}
+				return nil
+			}()
+		}()
+	}
+	for range workers {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	if m := max.Load(); m != 1 {
+		t.Errorf("at most %d holds at once, want 1", m)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 type lease struct {
 	d     *Driver
 	s     *session
+	base  string // the session's first key of the name (keyUses)
 	key   string
 	rev   int64 // the key's create revision: the fencing token
 	start time.Time
@@ -90,15 +91,28 @@ func (l *lease) Renew(ctx context.Context, _ time.Duration) error {
 	return nil
 }
 
-// Release implements backend.Lease: it deletes the key only if it is still
-// the one created for this hold (same create revision). A hold already
-// reported lost is deleted if it is still there, and reported ErrLost. A
-// deletion that fails is tried again in the background while the session
-// lives: the key would otherwise block the name.
+// Release implements backend.Lease: it deletes the key, with a plain Delete
+// when nothing but this hold can have made it (keyUses), else only if it is
+// still the one created for this hold (same create revision). A hold
+// already reported lost is deleted if it is still there, and reported
+// ErrLost. A deletion that fails is tried again in the background while the
+// session lives: the key would otherwise block the name.
 func (l *lease) Release(ctx context.Context) error {
 	l.end()
 	if l.s.lost() {
 		return l.s.lostErr() // revoked, or expired, with its keys
+	}
+	if l.s.uses.plain(l.base, l) {
+		resp, err := l.d.cli.Delete(ctx, l.key)
+		l.s.uses.deleted(l.base, err != nil)
+		if err != nil {
+			l.d.retry(l.s, func(ctx context.Context) error { return l.d.deleteKey(ctx, l.key, l.rev) })
+			return l.d.storeErr(ctx, err)
+		}
+		if resp.Deleted == 0 || l.lost.Fired() {
+			return backend.ErrLost
+		}
+		return nil
 	}
 	resp, err := l.d.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(l.key), "=", l.rev)).

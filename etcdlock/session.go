@@ -21,6 +21,7 @@ type session struct {
 	ttl    time.Duration   // granted by the server
 	ctx    context.Context // ends with the session; its cause says why
 	cancel context.CancelCauseFunc
+	uses   keyUses // what Release needs to know to delete without a compare
 }
 
 func (s *session) lost() bool { return s.ctx.Err() != nil }
