@@ -65,7 +65,7 @@ func transient(err error) bool {
 // that let a Release delete its key without a compare (keyUses).
 func (d *Driver) attempt(ctx context.Context, s *session, r backend.Request, wait bool) (backend.Lease, error) {
 	base := d.key(r.Name, s)
-	key, err := s.uses.begin(ctx, base)
+	key, err := s.uses.begin(ctx, base, s.ctx.Done(), d.ctx.Done())
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +98,10 @@ func (d *Driver) create(ctx context.Context, s *session, r backend.Request, wait
 	}
 	if err != nil {
 		// The put may still be applied, after this very call: fence it
-		// off, and delete it if it already was.
+		// off, and delete it if it already was. Until the fence is up,
+		// it could make the key again behind a later hold, so the name
+		// moves to a new key.
+		s.uses.move(base)
 		d.abandon(ctx, s, key, r.Owner)
 		return nil, d.storeErr(ctx, err)
 	}

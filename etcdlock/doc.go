@@ -64,9 +64,10 @@
 //     Otherwise (a hold force-released whose key the Driver made again,
 //     say) it deletes the key only if its create revision is still the
 //     hold's. Either way a stale owner, even on the same session, never
-//     deletes the next owner's key. A Delete that fails may still be
-//     applied later, so the session's next holds of the name use another
-//     key (prefix/n/<lease>~1, ~2…), out of its reach.
+//     deletes the next owner's key. A Delete that fails, or the Put of an
+//     acquisition that fails in flight, may still be applied later, so the
+//     session's next holds of the name use another key (prefix/n/<lease>~1,
+//     ~2…), out of its reach.
 //   - An acquisition whose ctx ends deletes its key before it returns, with
 //     a context of its own bounded to 2s, so that a cluster that is down
 //     cannot hang it; a key whose deletion fails is deleted in the

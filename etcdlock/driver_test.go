@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -119,6 +120,20 @@ func keysOf(t *testing.T, ctx context.Context, admin *clientv3.Client, d *etcdlo
 	return ks
 }
 
+// acquireAsync starts d.AcquireWait of name for owner; the channel gets
+// its lease, nil if it failed (and the test with it).
+func acquireAsync(t *testing.T, ctx context.Context, d *etcdlock.Driver, name, owner string) <-chan backend.Lease {
+	ch := make(chan backend.Lease, 1)
+	go func() {
+		l, err := d.AcquireWait(ctx, backend.Request{Name: name, Owner: owner, TTL: time.Minute})
+		if err != nil {
+			t.Error(err)
+		}
+		ch <- l
+	}()
+	return ch
+}
+
 // TestAReleaseAfterAForceReleaseLeavesTheNextHold: a Release deletes its
 // key with a plain Delete only while nothing else of the session can have
 // made it; a hold force-released, whose key the same Driver made again for
@@ -158,14 +173,7 @@ func TestAReleaseAfterAForceReleaseLeavesTheNextHold(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := drivertest.Acquire(t, ctx, other, name, "owner-o", true)
-	queued := make(chan backend.Lease, 1)
-	go func() {
-		l, err := d.AcquireWait(ctx, backend.Request{Name: name, Owner: "owner-c", TTL: time.Minute})
-		if err != nil {
-			t.Error(err)
-		}
-		queued <- l
-	}()
+	queued := acquireAsync(t, ctx, d, name, "owner-c")
 	drivertest.Eventually(t, 10*time.Second, "the new acquisition queued", func() bool { return etcdlock.Waiting(d) == 1 })
 	if err := a.Release(ctx); !errors.Is(err, backend.ErrLost) {
 		t.Errorf("the force-released hold's Release, a new acquisition queued = %v, want ErrLost", err)
@@ -223,6 +231,126 @@ func TestAFailedReleaseMovesTheNameToANewKey(t *testing.T) {
 	}
 }
 
+// TestAPlainDeleteInFlightHoldsBackTheKey: while a Release's plain Delete
+// is in flight, the Driver makes its key for no one: a force-release that
+// lands meanwhile would otherwise let a new acquisition make the key that
+// the Delete then removes.
+func TestAPlainDeleteInFlightHoldsBackTheKey(t *testing.T) {
+	srv := single.Get(t)
+	ctx := drivertest.Context(t, time.Minute)
+	url := urlOf(srv, "/delete-in-flight", "")
+	d, admin := openDriver(t, url), adminClient(t, srv)
+	const name = "held-back"
+	inDelete, resume := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	etcdlock.BeforePlainDelete(d, func() {
+		once.Do(func() {
+			close(inDelete)
+			<-resume
+		})
+	})
+	a := drivertest.Acquire(t, ctx, d, name, "owner-a", true)
+	released := make(chan error, 1)
+	go func() { released <- a.Release(ctx) }()
+	drivertest.Receive(t, inDelete, 10*time.Second, "the Release's plain Delete")
+	if err := openDriver(t, url).ForceRelease(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	acquired := acquireAsync(t, ctx, d, name, "owner-b")
+	drivertest.Eventually(t, 10*time.Second, "the new acquisition held back, or its key made", func() bool {
+		return etcdlock.HeldBack(d) == 1 || len(keysOf(t, ctx, admin, d, name)) > 0
+	})
+	if ks := keysOf(t, ctx, admin, d, name); len(ks) != 0 {
+		t.Errorf("keys while the Delete is in flight: %q, want none", ks)
+	}
+	close(resume)
+	if err := drivertest.Receive(t, released, 10*time.Second, "the Release"); !errors.Is(err, backend.ErrLost) {
+		t.Errorf("the force-released hold's Release = %v, want ErrLost", err)
+	}
+	b := drivertest.Receive(t, acquired, 10*time.Second, "the held-back acquisition")
+	if b == nil {
+		return
+	}
+	if ks := keysOf(t, ctx, admin, d, name); len(ks) != 1 {
+		t.Errorf("keys once the Delete answered: %q, want the new hold's", ks)
+	}
+	if err := b.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if b.Lost().Fired() {
+		t.Error("the new hold was reported lost")
+	}
+}
+
+// lateCancel is a context that is not ended when first asked (the
+// acquisition starts) and ended from then on, so that the acquisition's
+// Put fails in flight, its outcome unknown.
+type lateCancel struct {
+	context.Context
+	asked atomic.Bool
+}
+
+var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+func (c *lateCancel) Err() error {
+	if c.asked.Swap(true) {
+		return context.Canceled
+	}
+	return nil
+}
+
+func (c *lateCancel) Done() <-chan struct{} {
+	if c.asked.Load() {
+		return closed
+	}
+	return nil
+}
+
+// TestAPutFailedInFlightMovesTheNameToANewKey: the Put of an acquisition
+// that failed in flight may still be applied until its abort key is
+// written; if it made the key again behind a later hold that was then
+// force-released, that hold's Release must not delete it and succeed.
+func TestAPutFailedInFlightMovesTheNameToANewKey(t *testing.T) {
+	srv := single.Get(t)
+	ctx := drivertest.Context(t, time.Minute)
+	url := urlOf(srv, "/put-in-flight", "")
+	d, other, admin := openDriver(t, url), openDriver(t, url), adminClient(t, srv)
+	const name = "late-put"
+	warm := drivertest.Acquire(t, ctx, d, "warm", "owner-warm", false) // the session is up
+	if err := warm.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lease := etcdlock.SessionLease(d)
+	first := etcdlock.NamePrefix(d, name) + fmt.Sprintf("%016x", lease)
+	if l, err := d.AcquireWait(&lateCancel{Context: ctx}, backend.Request{Name: name, Owner: "owner-x", TTL: time.Minute}); err == nil {
+		t.Fatalf("an acquisition whose ctx ended in flight = %v, want an error", l)
+	}
+	y := drivertest.Acquire(t, ctx, d, name, "owner-y", true)
+	if ks := keysOf(t, ctx, admin, d, name); len(ks) != 1 || ks[0] == first {
+		t.Errorf("keys of the next hold: %q, want one other than %q", ks, first)
+	}
+	if err := other.ForceRelease(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	w := drivertest.Acquire(t, ctx, other, name, "owner-w", true)
+	// The failed acquisition's Put lands now.
+	if _, err := admin.Put(ctx, first, "owner-x", clientv3.WithLease(clientv3.LeaseID(lease))); err != nil {
+		t.Fatal(err)
+	}
+	if err := y.Release(ctx); !errors.Is(err, backend.ErrLost) {
+		t.Errorf("the force-released hold's Release = %v, want ErrLost", err)
+	}
+	if ks := keysOf(t, ctx, admin, d, name); len(ks) != 2 {
+		t.Errorf("keys after the stale Release: %q, want the holder's and the late Put's", ks)
+	}
+	if _, err := admin.Delete(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestHoldsOfOneDriverTakeTurns: acquisitions of one name through one
 // Driver share the session's key; while they race its plain Deletes, no
 // two hold at once and no hold is lost or fails to release.
@@ -231,7 +359,7 @@ func TestHoldsOfOneDriverTakeTurns(t *testing.T) {
 	ctx := drivertest.Context(t, 2*time.Minute)
 	d := openDriver(t, urlOf(srv, "/take-turns", ""))
 	const workers, each = 4, 40
-	var in, max atomic.Int32
+	var in, peak atomic.Int32
 	errs := make(chan error, workers)
 	for w := range workers {
 		go func() {
@@ -242,9 +370,14 @@ func TestHoldsOfOneDriverTakeTurns(t *testing.T) {
 						return err
 					}
 					n := in.Add(1)
-					for m := max.Load(); n > m && !max.CompareAndSwap(m, n); m = max.Load() {
+					for m := peak.Load(); n > m && !peak.CompareAndSwap(m, n); m = peak.Load() {
 					}
+					// Use the hold: a round trip, while others race for it.
+					err = l.Renew(ctx, time.Minute)
 					in.Add(-1)
+					if err != nil {
+						return fmt.Errorf("Renew of hold %d of worker %d: %w", i, w, err)
+					}
 					if err := l.Release(ctx); err != nil {
 						return fmt.Errorf("Release of hold %d of worker %d: %w", i, w, err)
 					}
@@ -261,7 +394,7 @@ func TestHoldsOfOneDriverTakeTurns(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	if m := max.Load(); m != 1 {
+	if m := peak.Load(); m != 1 {
 		t.Errorf("at most %d holds at once, want 1", m)
 	}
 }

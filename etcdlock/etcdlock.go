@@ -43,8 +43,10 @@ type Driver struct {
 
 	crashed atomic.Bool // stop as a dead process would: no revoke, no delete (tests)
 
-	// For tests: waiters woken by a deletion, and waiting for one.
+	// For tests: waiters woken by a deletion, and waiting for one; a
+	// hook run when a Release has been allowed a plain Delete.
 	wakeups, waiting atomic.Int64
+	beforeDelete     func()
 
 	keys keyWatch
 }

@@ -26,3 +26,21 @@ func SessionLease(d *Driver) int64 {
 	}
 	return int64(d.sess.id)
 }
+
+// BeforePlainDelete makes d call f in each Release allowed a plain Delete,
+// just before the Delete is sent; set it before d is used.
+func BeforePlainDelete(d *Driver, f func()) { d.beforeDelete = f }
+
+// HeldBack returns how many acquisitions of d's current session wait for
+// a plain Delete of their key to have its answer.
+func HeldBack(d *Driver) int {
+	d.mu.Lock()
+	s := d.sess
+	d.mu.Unlock()
+	if s == nil {
+		return 0
+	}
+	s.uses.mu.Lock()
+	defer s.uses.mu.Unlock()
+	return s.uses.heldBack
+}

@@ -103,6 +103,9 @@ func (l *lease) Release(ctx context.Context) error {
 		return l.s.lostErr() // revoked, or expired, with its keys
 	}
 	if l.s.uses.plain(l.base, l) {
+		if l.d.beforeDelete != nil {
+			l.d.beforeDelete()
+		}
 		resp, err := l.d.cli.Delete(ctx, l.key)
 		l.s.uses.deleted(l.base, err != nil)
 		if err != nil {

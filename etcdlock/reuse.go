@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"sync"
+
+	"github.com/golocker/locker/backend"
 )
 
 // keyUses is what a session knows of the use of its keys, so that a
@@ -23,12 +25,15 @@ import (
 //     Delete has its answer (begin waits for it), so that a Put sent later
 //     cannot be applied before it.
 //
-// A Delete that fails may still be applied at any time: the name then
-// moves to a new key of the session (gen), which that Delete cannot reach.
-// Keys used after such a failure are few, so etcd's index does not grow.
+// A Delete that fails may still be applied at any time, and so may the Put
+// of an acquisition that failed in flight, until its abort key is written:
+// the name then moves to a new key of the session (gen), which neither can
+// reach. Keys used after such a failure are few, so etcd's index does not
+// grow; the entry of a moved name lives as long as the session.
 type keyUses struct {
-	mu   sync.Mutex
-	uses map[string]*keyUse // by the name's first key; entries live while used
+	mu       sync.Mutex
+	uses     map[string]*keyUse // by the name's first key; entries live while used
+	heldBack int                // acquisitions waiting in begin (tests)
 }
 
 type keyUse struct {
@@ -48,7 +53,9 @@ func (u *keyUse) key(base string) string {
 
 // begin starts an acquisition of the name whose first key is base, once
 // no plain Delete of its key is in flight, and returns the key to create.
-func (k *keyUses) begin(ctx context.Context, base string) (string, error) {
+// It gives up when ctx, the session (errSessionEnded) or the Driver
+// (ErrClosed) ends.
+func (k *keyUses) begin(ctx context.Context, base string, session, driver <-chan struct{}) (string, error) {
 	k.mu.Lock()
 	for {
 		u := k.uses[base]
@@ -66,13 +73,24 @@ func (k *keyUses) begin(ctx context.Context, base string) (string, error) {
 			return u.key(base), nil
 		}
 		deleting := u.deleting
+		k.heldBack++
 		k.mu.Unlock()
+		var err error
 		select {
 		case <-deleting:
 		case <-ctx.Done():
-			return "", ctx.Err()
+			err = ctx.Err()
+		case <-session:
+			err = errSessionEnded
+		case <-driver:
+			err = backend.ErrClosed
 		}
 		k.mu.Lock()
+		k.heldBack--
+		if err != nil {
+			k.mu.Unlock()
+			return "", err
+		}
 	}
 }
 
@@ -86,6 +104,15 @@ func (k *keyUses) done(base string, l *lease) {
 		u.holder = l
 	}
 	k.forget(base, u)
+}
+
+// move makes the name whose first key is base use a new key, during an
+// acquisition that begin started: a write to the current key may still be
+// applied.
+func (k *keyUses) move(base string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.uses[base].gen++
 }
 
 // plain reports whether l may delete its key without a compare; if so,
