@@ -39,11 +39,11 @@
 // A Driver has one session: a lease that the Driver renews every TTL/3.
 // Lock name n is the key range prefix/n/ ('/' and '%' in n are escaped, so
 // that two names never share a range: "x" never sees the keys of "x/y").
-// The session has at most one key in the range, prefix/n/<lease>, attached
-// to the lease, with the owner as its value — package locker makes one
-// acquisition of a name at a time per Client, and successive holds reuse
-// the key, so that deleted keys do not pile up in etcd's index between
-// compactions. The key with the lowest create revision holds the lock.
+// The session uses one key in the range, prefix/n/<lease> (prefix/n/<lease>~1,
+// ~2… after a write to it failed, see Unlock), attached to the lease, with
+// the owner as its value — package locker makes one acquisition of a name
+// at a time per Client, and successive holds reuse the key, so that deleted
+// keys do not pile up in etcd's index between compactions. The key with the lowest create revision holds the lock.
 //
 //   - AcquireWait (backend.Waiter: package locker's Lock, for the first of
 //     a Client's waiters of a name) creates the owner's key and reads the

@@ -29,11 +29,8 @@ import (
 // concurrency.Mutex keys a holder by its session only, so a second Mutex
 // on the same session believes it holds too).
 func TestOneKeyPerSessionAndName(t *testing.T) {
-	srv := single.Get(t)
-	ctx := drivertest.Context(t, time.Minute)
-	url := urlOf(srv, "/one-key", "")
-	d, other := openDriver(t, url), openDriver(t, url)
-	admin := adminClient(t, srv)
+	ctx, url, d, admin := keysSetup(t, "/one-key")
+	other := openDriver(t, url)
 	const name = "one-key"
 	keys := func() []string {
 		t.Helper()
@@ -106,6 +103,15 @@ func TestOneKeyPerSessionAndName(t *testing.T) {
 	}
 }
 
+// keysSetup starts a test of the keys a Driver writes: a ctx, the URL of
+// Drivers under prefix on the shared member, one of them, and the client
+// that reads their keys.
+func keysSetup(t *testing.T, prefix string) (context.Context, string, *etcdlock.Driver, *clientv3.Client) {
+	srv := single.Get(t)
+	url := urlOf(srv, prefix, "")
+	return drivertest.Context(t, time.Minute), url, openDriver(t, url), adminClient(t, srv)
+}
+
 // keysOf returns the keys of a lock name, read with admin.
 func keysOf(t *testing.T, ctx context.Context, admin *clientv3.Client, d *etcdlock.Driver, name string) []string {
 	t.Helper()
@@ -139,10 +145,7 @@ func acquireAsync(t *testing.T, ctx context.Context, d *etcdlock.Driver, name, o
 // made it; a hold force-released, whose key the same Driver made again for
 // a new hold, must not delete that hold's key.
 func TestAReleaseAfterAForceReleaseLeavesTheNextHold(t *testing.T) {
-	srv := single.Get(t)
-	ctx := drivertest.Context(t, time.Minute)
-	url := urlOf(srv, "/force-then-reuse", "")
-	d, admin := openDriver(t, url), adminClient(t, srv)
+	ctx, url, d, admin := keysSetup(t, "/force-then-reuse")
 	const name = "reused"
 	a := drivertest.Acquire(t, ctx, d, name, "owner-a", true)
 	if err := openDriver(t, url).ForceRelease(ctx, name); err != nil {
@@ -200,9 +203,7 @@ func TestAReleaseAfterAForceReleaseLeavesTheNextHold(t *testing.T) {
 // still be applied later, so the session's next hold of the name uses a
 // key that the Delete cannot reach; the old key goes in the background.
 func TestAFailedReleaseMovesTheNameToANewKey(t *testing.T) {
-	srv := single.Get(t)
-	ctx := drivertest.Context(t, time.Minute)
-	d, admin := openDriver(t, urlOf(srv, "/failed-release", "")), adminClient(t, srv)
+	ctx, _, d, admin := keysSetup(t, "/failed-release")
 	const name = "moved"
 	a := drivertest.Acquire(t, ctx, d, name, "owner-a", true)
 	first := keysOf(t, ctx, admin, d, name)
@@ -236,10 +237,7 @@ func TestAFailedReleaseMovesTheNameToANewKey(t *testing.T) {
 // lands meanwhile would otherwise let a new acquisition make the key that
 // the Delete then removes.
 func TestAPlainDeleteInFlightHoldsBackTheKey(t *testing.T) {
-	srv := single.Get(t)
-	ctx := drivertest.Context(t, time.Minute)
-	url := urlOf(srv, "/delete-in-flight", "")
-	d, admin := openDriver(t, url), adminClient(t, srv)
+	ctx, url, d, admin := keysSetup(t, "/delete-in-flight")
 	const name = "held-back"
 	inDelete, resume := make(chan struct{}), make(chan struct{})
 	var once sync.Once
@@ -290,7 +288,7 @@ type lateCancel struct {
 	asked atomic.Bool
 }
 
-var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 func (c *lateCancel) Err() error {
 	if c.asked.Swap(true) {
@@ -301,7 +299,7 @@ func (c *lateCancel) Err() error {
 
 func (c *lateCancel) Done() <-chan struct{} {
 	if c.asked.Load() {
-		return closed
+		return closedChan
 	}
 	return nil
 }
@@ -311,10 +309,8 @@ func (c *lateCancel) Done() <-chan struct{} {
 // written; if it made the key again behind a later hold that was then
 // force-released, that hold's Release must not delete it and succeed.
 func TestAPutFailedInFlightMovesTheNameToANewKey(t *testing.T) {
-	srv := single.Get(t)
-	ctx := drivertest.Context(t, time.Minute)
-	url := urlOf(srv, "/put-in-flight", "")
-	d, other, admin := openDriver(t, url), openDriver(t, url), adminClient(t, srv)
+	ctx, url, d, admin := keysSetup(t, "/put-in-flight")
+	other := openDriver(t, url)
 	const name = "late-put"
 	warm := drivertest.Acquire(t, ctx, d, "warm", "owner-warm", false) // the session is up
 	if err := warm.Release(ctx); err != nil {

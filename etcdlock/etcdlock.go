@@ -154,9 +154,10 @@ func (d *Driver) background(f func()) {
 
 // Keys. Lock name n owns the key range prefix/esc(n)/, where esc escapes
 // '/' and '%', so that names that share a beginning never share a range (a
-// range read over "x" never sees "x/y"). A session has at most one key in a
-// range, prefix/esc(n)/<lease>, whose value is the owner: package locker
-// makes one acquisition of a name at a time per Client. The key with the
+// range read over "x" never sees "x/y"). A session uses one key in a range,
+// prefix/esc(n)/<lease> (with a suffix ~1, ~2… after a write to it failed:
+// keyUses), whose value is the owner: package locker makes one acquisition
+// of a name at a time per Client. The key with the
 // lowest create revision holds the lock.
 
 func (d *Driver) namePrefix(name string) string {

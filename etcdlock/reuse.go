@@ -37,7 +37,7 @@ type keyUses struct {
 }
 
 type keyUse struct {
-	gen      int           // the name's key is base~gen after gen failed Deletes
+	gen      int           // the name's key is base~gen after gen failed Deletes or Puts
 	holder   *lease        // may delete the key without a compare
 	inFlight int           // acquisitions of the key between begin and done
 	deleting chan struct{} // closed when a plain Delete of the key has its answer
@@ -45,7 +45,7 @@ type keyUse struct {
 
 // key returns the name's current key, whose first key is base.
 func (u *keyUse) key(base string) string {
-	if u == nil || u.gen == 0 {
+	if u.gen == 0 {
 		return base
 	}
 	return fmt.Sprintf("%s~%d", base, u.gen)
