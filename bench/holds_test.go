@@ -31,6 +31,7 @@ var (
 	flagHoldsJobs     = flag.Int("holds.jobs", 256, "BenchmarkHolds: goroutines that take them")
 	flagHoldsBackends = flag.String("holds.backends", "redis,postgres", "BenchmarkHolds: the backends, of redis and postgres")
 	flagHoldsPerLease = flag.Bool("holds.perlease", true, "BenchmarkHolds: also run with one renewal call per lease")
+	flagHoldsShared   = flag.Bool("holds.shared", true, "BenchmarkHolds: postgres renews batched holds through one shared lease (mysqllock.WithSharedLease)")
 	flagHoldsHeap     = flag.String("holds.heapprofile", "", "BenchmarkHolds: write a heap profile here once the holds are taken")
 )
 
@@ -41,8 +42,10 @@ var (
 // the acquisition rate, the Client's live heap per hold, the holds lost
 // while held, the renewals done per second and the holds renewed per round
 // trip to the store (Redis: one pipeline per RenewBatch call, or one call
-// per lease; PostgreSQL: statements, counted by a GORM callback). b.N is
-// not used: a run is one measurement (-benchtime 1x).
+// per lease; PostgreSQL: statements, counted by a GORM callback). On
+// PostgreSQL, batched holds share one lease (mysqllock.WithSharedLease,
+// unless -holds.shared=false), and per-lease holds each have their own.
+// b.N is not used: a run is one measurement (-benchtime 1x).
 //
 //	go test -run '^$' -bench Holds -benchtime 1x -holds.n 1000000 -holds.for 60s -timeout 60m .
 func BenchmarkHolds(b *testing.B) {
@@ -70,8 +73,8 @@ type holdsStore struct {
 	close      func() error
 }
 
-var holdsBackends = map[string]func(b *testing.B, ctx context.Context) holdsStore{
-	"redis": func(b *testing.B, ctx context.Context) holdsStore {
+var holdsBackends = map[string]func(b *testing.B, ctx context.Context, batched bool) holdsStore{
+	"redis": func(b *testing.B, ctx context.Context, batched bool) holdsStore {
 		// As many connections as acquiring goroutines: go-redis pools 10
 		// per core by default, which would bound the acquisitions in
 		// flight.
@@ -82,7 +85,7 @@ var holdsBackends = map[string]func(b *testing.B, ctx context.Context) holdsStor
 		}
 		return holdsStore{d: d, close: d.Close}
 	},
-	"postgres": func(b *testing.B, ctx context.Context) holdsStore {
+	"postgres": func(b *testing.B, ctx context.Context, batched bool) holdsStore {
 		db := sqlserver.Postgres(b)
 		gdb, err := gorm.Open(postgres.Open(db.DSN), &gorm.Config{Logger: logger.Discard, SkipDefaultTransaction: true})
 		if err != nil {
@@ -95,10 +98,12 @@ var holdsBackends = map[string]func(b *testing.B, ctx context.Context) holdsStor
 		sqlDB, _ := gdb.DB()
 		sqlDB.SetMaxOpenConns(32)
 		sqlDB.SetMaxIdleConns(32)
-		d, err := mysqllock.New(gdb)
+		shared := batched && *flagHoldsShared
+		d, err := mysqllock.New(gdb, mysqllock.WithSharedLease(shared))
 		if err != nil {
 			b.Fatal(err)
 		}
+		b.Logf("shared lease: %v", shared)
 		return holdsStore{d: d, roundTrips: stmts.Load, close: func() error { _ = d.Close(); return sqlDB.Close() }}
 	},
 }
@@ -140,10 +145,10 @@ func (l *countedLease) Renew(ctx context.Context, ttl time.Duration) error {
 	return l.Lease.Renew(ctx, ttl)
 }
 
-func runHolds(b *testing.B, open func(*testing.B, context.Context) holdsStore, batched bool) {
+func runHolds(b *testing.B, open func(*testing.B, context.Context, bool) holdsStore, batched bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
 	defer cancel()
-	st := open(b, ctx)
+	st := open(b, ctx, batched)
 	var calls, leases atomic.Int64
 	var drv backend.Driver
 	if batched {

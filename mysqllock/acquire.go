@@ -33,6 +33,12 @@ func (d *Driver) Acquire(ctx context.Context, r backend.Request) (backend.Lease,
 		return nil, err
 	}
 	defer done()
+	var sl *sharedLease
+	if d.shared != nil {
+		if sl, err = d.currentLease(ctx, r.TTL); err != nil {
+			return nil, d.fail(ctx, err)
+		}
+	}
 	wait := !r.Since.IsZero()
 	var t *ticket.Turn
 	if wait {
@@ -48,6 +54,9 @@ func (d *Driver) Acquire(ctx context.Context, r backend.Request) (backend.Lease,
 	// and the next one try at once (tryBlind).
 	if t != nil && !d.turns.TryBlind(t) {
 		s, err := d.look(ctx, r.Name)
+		if err == nil {
+			err = d.killStale(ctx, s)
+		}
 		if err != nil {
 			return nil, d.fail(ctx, err)
 		}
@@ -56,7 +65,7 @@ func (d *Driver) Acquire(ctx context.Context, r backend.Request) (backend.Lease,
 		}
 		needTicket = !s.Exists || t.Ticket < s.Serving || t.Ticket > s.Tickets
 	}
-	l, err := d.try(ctx, r, t, needTicket)
+	l, err := d.try(ctx, r, sl, t, needTicket)
 	if l != nil {
 		d.turns.Forget(r.Name, r.Owner)
 		return l, nil
@@ -64,18 +73,44 @@ func (d *Driver) Acquire(ctx context.Context, r backend.Request) (backend.Lease,
 	return nil, err
 }
 
-// state is a lock as acquire returns it or look reads it.
-type state = ticket.State
+// state is a lock as acquire returns it or look reads it. Left is the
+// later of the hold's own lease and its shared lease.
+type state struct {
+	ticket.State
+	// stale is the holder's shared lease when both it and the hold's own
+	// lease have run out but the shared lease is still there: nobody can
+	// take the lock until it is deleted (lease_kill).
+	stale int64
+}
 
 func scanState(rows *sql.Rows, s *state) error {
 	var owner sql.NullString
-	var fence, leftUs, tickets, serving, lapsed, ageUs sql.NullInt64
-	if err := rows.Scan(&owner, &fence, &leftUs, &tickets, &serving, &lapsed, &ageUs); err != nil {
+	var fence, leftUs, tickets, serving, lapsed, ageUs, leaseID, leaseUs sql.NullInt64
+	if err := rows.Scan(&owner, &fence, &leftUs, &tickets, &serving, &lapsed, &ageUs, &leaseID, &leaseUs); err != nil {
 		return err
 	}
-	*s = state{Exists: true, Owner: owner.String, Fence: fence.Int64, Left: time.Duration(leftUs.Int64) * time.Microsecond,
-		Tickets: tickets.Int64, Serving: serving.Int64, Lapsed: lapsed.Int64 != 0, Age: time.Duration(ageUs.Int64) * time.Microsecond}
+	*s = state{State: ticket.State{Exists: true, Owner: owner.String, Fence: fence.Int64, Left: time.Duration(leftUs.Int64) * time.Microsecond,
+		Tickets: tickets.Int64, Serving: serving.Int64, Lapsed: lapsed.Int64 != 0, Age: time.Duration(ageUs.Int64) * time.Microsecond}}
+	if s.Owner != "" && leaseUs.Valid {
+		s.Left = max(s.Left, time.Duration(leaseUs.Int64)*time.Microsecond)
+		if s.Left < 0 {
+			s.stale = leaseID.Int64
+		}
+	}
 	return nil
+}
+
+// killStale deletes the shared lease that keeps s from being taken
+// although it ran out, if there is one (lease_kill: not if a renewal came
+// first).
+func (d *Driver) killStale(ctx context.Context, s state) error {
+	if s.stale == 0 {
+		return nil
+	}
+	return d.retryIdempotent(ctx, func() error {
+		_, _, err := d.exec(ctx, d.db, d.st.leaseKill, args{"lease_id": s.stale})
+		return err
+	})
 }
 
 // look reads name's row without locking it.
@@ -92,13 +127,13 @@ func (d *Driver) look(ctx context.Context, name string) (state, error) {
 // held returns the HeldError of an attempt that found s. For a waiter with
 // a ticket, Left is also bounded by when it should look again.
 func (d *Driver) held(s state, t *ticket.Turn) error {
-	return d.turns.Held(s, t, d.notifier.listening())
+	return d.turns.Held(s.State, t, d.notifier.listening())
 }
 
 // try makes one attempt. If the outcome of a statement is unknown (ctx
 // ended, connection lost), it releases by owner before returning the
 // error, so that an error never leaves a hold.
-func (d *Driver) try(ctx context.Context, r backend.Request, t *ticket.Turn, needTicket bool) (*lease, error) {
+func (d *Driver) try(ctx context.Context, r backend.Request, sl *sharedLease, t *ticket.Turn, needTicket bool) (*lease, error) {
 	// A statement cancelled in flight may still commit on the server
 	// after a release by owner has looked for it. So the statement gets a
 	// short grace after ctx ends, and its outcome is then known: a grant
@@ -113,7 +148,7 @@ func (d *Driver) try(ctx context.Context, r backend.Request, t *ticket.Turn, nee
 			return ctx.Err() // no new attempt once ctx has ended
 		}
 		var err error
-		l, he, err = d.attempt(sctx, r, t, needTicket)
+		l, he, err = d.attempt(sctx, r, sl, t, needTicket)
 		return err
 	})
 	switch {
@@ -140,8 +175,8 @@ func (d *Driver) fail(ctx context.Context, err error) error {
 
 // attempt sends the acquiring statement and, for a waiter that did not
 // get the lock and needs one, takes a ticket: a lease, or a HeldError
-// (he), or the database's error.
-func (d *Driver) attempt(ctx context.Context, r backend.Request, t *ticket.Turn, needTicket bool) (l *lease, he error, err error) {
+// (he), or the database's error. sl is the Driver's shared lease, or nil.
+func (d *Driver) attempt(ctx context.Context, r backend.Request, sl *sharedLease, t *ticket.Turn, needTicket bool) (l *lease, he error, err error) {
 	var ticket, wait int64
 	if t != nil && !needTicket {
 		ticket = t.Ticket
@@ -150,7 +185,7 @@ func (d *Driver) attempt(ctx context.Context, r backend.Request, t *ticket.Turn,
 		wait = 1
 	}
 	a := args{"name": r.Name, "owner": r.Owner, "lease_us": leaseMicros(r.TTL), "ticket": ticket,
-		"wait": wait, "window_us": claimWindow.Microseconds()}
+		"wait": wait, "window_us": claimWindow.Microseconds(), "lease_id": sl.ref()}
 	for range 3 {
 		start := time.Now()
 		if d.dialect == DialectMySQL {
@@ -160,7 +195,7 @@ func (d *Driver) attempt(ctx context.Context, r backend.Request, t *ticket.Turn,
 			}
 			if n > 0 {
 				if id := insertID(res); id > 0 {
-					return d.newLease(r, id, start), nil, nil
+					return d.newLease(r, id, start, sl), nil, nil
 				}
 				// A GORM plugin hid the insert id: read the fence back.
 				fence, ok, err := d.fenceOf(ctx, r)
@@ -171,7 +206,7 @@ func (d *Driver) attempt(ctx context.Context, r backend.Request, t *ticket.Turn,
 					d.cleanup(ctx, r)
 					return nil, nil, err
 				}
-				return d.newLease(r, fence, start), nil, nil
+				return d.newLease(r, fence, start, sl), nil, nil
 			}
 		} else {
 			var s state
@@ -179,11 +214,14 @@ func (d *Driver) attempt(ctx context.Context, r backend.Request, t *ticket.Turn,
 				return nil, nil, err
 			}
 			if s.Exists {
-				return d.newLease(r, s.Fence, start), nil, nil
+				return d.newLease(r, s.Fence, start, sl), nil, nil
 			}
 		}
 		if needTicket {
 			t, s, err := d.takeTicket(ctx, r)
+			if err == nil {
+				err = d.killStale(ctx, s) // the waiter's next look tries
+			}
 			switch {
 			case err != nil:
 				return nil, nil, err
@@ -200,6 +238,12 @@ func (d *Driver) attempt(ctx context.Context, r backend.Request, t *ticket.Turn,
 		if err != nil {
 			return nil, nil, err
 		}
+		if s.stale != 0 {
+			if err := d.killStale(ctx, s); err != nil {
+				return nil, nil, err
+			}
+			continue // its holds are free now, unless the lease was renewed
+		}
 		if s.Exists {
 			return nil, d.held(s, t), nil
 		}
@@ -209,7 +253,7 @@ func (d *Driver) attempt(ctx context.Context, r backend.Request, t *ticket.Turn,
 		start = time.Now()
 		_, _, err = d.exec(ctx, d.quietDB, d.st.insert, a)
 		if err == nil {
-			return d.newLease(r, 1, start), nil, nil
+			return d.newLease(r, 1, start, sl), nil, nil
 		}
 		if !isDuplicate(err) {
 			return nil, nil, err
@@ -239,7 +283,7 @@ func (d *Driver) takeTicket(ctx context.Context, r backend.Request) (t *ticket.T
 	}
 	// The rank is unknown until the waiter's next look, a few ms away
 	// (the back-off starts small): a look now would be one more statement.
-	return t, state{Exists: true}, nil
+	return t, state{State: ticket.State{Exists: true}}, nil
 }
 
 // insertID is a MySQL statement's insert id, 0 if unknown.
@@ -311,6 +355,10 @@ func (d *Driver) ownerArgs(name, owner string) args {
 	return args{"name": name, "owner": owner, "channel": d.channel}
 }
 
-func (d *Driver) newLease(r backend.Request, fence int64, start time.Time) *lease {
-	return &lease{Grant: driverkit.GrantOf(r, fence, start), d: d}
+func (d *Driver) newLease(r backend.Request, fence int64, start time.Time, sl *sharedLease) *lease {
+	l := &lease{Grant: driverkit.GrantOf(r, fence, start), d: d}
+	if sl != nil {
+		l.shared.Store(sl)
+	}
+	return l
 }

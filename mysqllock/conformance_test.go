@@ -21,9 +21,25 @@ import (
 // opens a client while the server is down, which gets a driver opened
 // before the kill. SQLite has no network: the suite wraps its driver.
 func TestConformance(t *testing.T) {
+	conformanceOf(t, "", matrix.Record)
+}
+
+// TestConformanceSharedLease runs the suite on each database with shared
+// leases (WithSharedLease): they are not in the feature matrix, which has
+// a column per database, but every check must pass with them too.
+func TestConformanceSharedLease(t *testing.T) {
+	conformanceOf(t, "shared_lease=true", func(*testing.T, *conformance.Report) {})
+}
+
+// conformanceOf runs the suite on each database, with query added to the
+// URLs, and hands the results to record.
+func conformanceOf(t *testing.T, query string, record func(*testing.T, *conformance.Report)) {
 	for _, dialect := range dialects {
 		t.Run(dialect, func(t *testing.T) {
 			db := newDatabase(t, dialect)
+			if query != "" {
+				db.URL += sep(db.URL) + query
+			}
 			// spare is a driver opened before a KillServer: the one
 			// server is down until the check restarts it, and Open
 			// checks that the database answers.
@@ -50,6 +66,11 @@ func TestConformance(t *testing.T) {
 				// renewals came late, so SQLite gets 3s.
 				h.Timeout = 3 * time.Minute
 				h.TTL = 3 * time.Second
+				if query != "" {
+					// The checks of shared leases on SQLite's statements
+					// without the 100s of a second full scale check.
+					h.Scale = 1000
+				}
 			}
 			if srv := db.Server; dialect != mysqllock.DialectSQLite {
 				h.NewFaultyDriver = drivertest.FaultyOpen(mysqllock.Open, db.URL, mysqllock.WithDialer)
@@ -72,7 +93,7 @@ func TestConformance(t *testing.T) {
 					}
 				}
 			}
-			matrix.Record(t, conformance.Run(t, h))
+			record(t, conformance.Run(t, h))
 		})
 	}
 }

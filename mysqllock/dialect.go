@@ -2,7 +2,9 @@ package mysqllock
 
 import (
 	"bufio"
+	"crypto/sha256"
 	"embed"
+	"encoding/hex"
 	"fmt"
 	"maps"
 	"regexp"
@@ -36,14 +38,29 @@ type statements struct {
 	release      string
 	releaseAny   string
 	forceRelease string
+	forceRevoke  string // SQLite: before forceRelease, in one transaction
 	holds        string
+
+	// The shared leases (D28).
+	probeTable     string
+	probeColumn    string
+	probeLeases    string
+	addLeaseColumn string
+	createLeases   string
+	leaseCreate    string
+	leaseRenew     string
+	leaseRevoked   string // MySQL: the count after leaseRenew
+	leaseKill      string
+	leaseGC        string
+	leaseCheck     string
 }
 
 // loadStatements reads the embedded SQL of dialect, over the statements
 // that dialects share (sql/common.sql: a dialect's statement of the same
-// name replaces the shared one), and fills in the quoted table name and
-// the fragments ({free}, {now}, ...).
-func loadStatements(dialect, quotedTable string) (statements, error) {
+// name replaces the shared one), and fills in the quoted names of the lock
+// table and its table of shared leases, and the fragments ({free}, {now},
+// ...).
+func loadStatements(dialect, quotedTable, quotedLeases string) (statements, error) {
 	b, err := sqlFiles.ReadFile("sql/" + dialect + ".sql")
 	if err != nil || dialect == "common" {
 		return statements{}, fmt.Errorf("mysqllock: no SQL for dialect %q", dialect)
@@ -54,7 +71,7 @@ func loadStatements(dialect, quotedTable string) (statements, error) {
 	}
 	named := parseNamed(string(common))
 	maps.Copy(named, parseNamed(string(b)))
-	pairs := []string{"{table}", quotedTable}
+	pairs := []string{"{table}", quotedTable, "{leases}", quotedLeases}
 	for k, v := range named {
 		pairs = append(pairs, "{"+k+"}", v)
 	}
@@ -76,10 +93,19 @@ func loadStatements(dialect, quotedTable string) (statements, error) {
 		renew: fill("renew"), renewCheck: fill("renew_check"), renewBatch: fill("renew_batch"),
 		renewStamped: fill("renew_stamped"), release: fill("release"), releaseAny: fill("release_any"),
 		forceRelease: fill("force_release"), holds: fill("holds"),
+		probeTable: fill("probe_table"), probeColumn: fill("probe_column"), probeLeases: fill("probe_leases"), addLeaseColumn: fill("add_lease_column"),
+		createLeases: fill("create_leases"), leaseCreate: fill("lease_create"), leaseRenew: fill("lease_renew"),
+		leaseKill: fill("lease_kill"), leaseGC: fill("lease_gc"), leaseCheck: fill("lease_check"),
 	}
-	required := []string{st.create, st.acquire, st.takeTicket, st.look, st.renew, st.renewBatch, st.release, st.releaseAny, st.forceRelease, st.holds}
-	if dialect == DialectMySQL {
-		required = append(required, st.insert, st.renewCheck, st.renewStamped)
+	required := []string{st.create, st.acquire, st.takeTicket, st.look, st.renew, st.renewBatch, st.release, st.releaseAny, st.forceRelease, st.holds,
+		st.probeTable, st.probeColumn, st.probeLeases, st.addLeaseColumn, st.createLeases, st.leaseCreate, st.leaseRenew, st.leaseKill, st.leaseGC, st.leaseCheck}
+	switch dialect {
+	case DialectMySQL:
+		st.leaseRevoked = fill("lease_revoked")
+		required = append(required, st.insert, st.renewCheck, st.renewStamped, st.leaseRevoked)
+	case DialectSQLite:
+		st.forceRevoke = fill("force_revoke")
+		required = append(required, st.forceRevoke)
 	}
 	for _, s := range required {
 		if s == "" || strings.Contains(s, "{") {
@@ -125,6 +151,26 @@ func parseNamed(src string) map[string]string {
 // it needs no escaping on any dialect and is never interpolated unchecked.
 var identPart = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
 
+// leasesTable is the name of the table of shared leases (D28) beside the
+// lock table table: its name with "_leases" after it, in the same schema.
+// A name that would then pass 63 characters (PostgreSQL's limit) keeps
+// its first 40 and a digest of the whole.
+func leasesTable(table string) string {
+	const suffix = "_leases"
+	schema, name, qualified := strings.Cut(table, ".")
+	if !qualified {
+		schema, name = "", table
+	}
+	if len(name)+len(suffix) > 63 {
+		sum := sha256.Sum256([]byte(name))
+		name = name[:40] + "_" + hex.EncodeToString(sum[:7])
+	}
+	if qualified {
+		return schema + "." + name + suffix
+	}
+	return name + suffix
+}
+
 // quoteTable validates a table name ("locks", or "schema.locks" on MySQL
 // and PostgreSQL) and returns it quoted for dialect.
 func quoteTable(dialect, table string) (string, error) {
@@ -145,18 +191,37 @@ func quoteTable(dialect, table string) (string, error) {
 	return strings.Join(parts, "."), nil
 }
 
-// DDL returns the CREATE TABLE statement that the driver runs on first use
-// (unless WithCreateTable(false)), for teams that manage their schemas
-// themselves. dialect is DialectMySQL, DialectPostgres or DialectSQLite;
-// table is validated as WithTable validates it.
+// DDL returns the CREATE TABLE statements that the driver runs on first
+// use (unless WithCreateTable(false)), for teams that manage their schemas
+// themselves: the lock table, and the table of shared leases beside it
+// (its name with "_leases" after it; D28). dialect is DialectMySQL,
+// DialectPostgres or DialectSQLite; table is validated as WithTable
+// validates it. A lock table made by an earlier version lacks the column
+// lease_id: the driver adds it on first use, or, without create_table,
+// "ALTER TABLE <table> ADD COLUMN lease_id BIGINT" does.
 func DDL(dialect, table string) (string, error) {
+	stmts, err := DDLStatements(dialect, table)
+	if err != nil {
+		return "", err
+	}
+	return strings.Join(stmts, ";\n") + ";\n", nil
+}
+
+// DDLStatements returns DDL's statements one by one, for a program that
+// runs them: MySQL and PostgreSQL's extended protocol take one statement
+// per call.
+func DDLStatements(dialect, table string) ([]string, error) {
 	q, err := quoteTable(dialect, table)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	st, err := loadStatements(dialect, q)
+	ql, err := quoteTable(dialect, leasesTable(table))
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	return st.create + ";\n", nil
+	st, err := loadStatements(dialect, q, ql)
+	if err != nil {
+		return nil, err
+	}
+	return []string{st.create, st.createLeases}, nil
 }

@@ -36,6 +36,7 @@
 //	max_conns=16             connection pool size (SQLite: always 1 per process)
 //	notify=true              postgres: wake the waiter whose turn it is with LISTEN/NOTIFY (WithNotify)
 //	busy_timeout=5s          sqlite: how long a statement waits for another process's write
+//	shared_lease=false       the holds share one renewed lease per lease length (WithSharedLease)
 //
 // and the database driver's own, passed on: for mysql tls (true, false,
 // skip-verify, preferred), timeout, read_timeout, write_timeout,
@@ -136,6 +137,19 @@
 // Every release reaches every listening Driver on the database. Behind a
 // pooler that cannot keep a session's LISTEN (PgBouncer in transaction
 // mode) use notify=false. docs/drivers/sql.md has measured numbers.
+//
+// # Shared leases
+//
+// With shared_lease=true (WithSharedLease) the holds of a Driver also name
+// a lease of the Driver's, one per lease length, in the table
+// <table>_leases, and the watchdog renews that one row instead of every
+// hold's row: a Client can keep a million holds on a database that could
+// not write a million rows every TTL/3. A hold lasts while its own lease
+// or its shared lease has not run out; a shared lease that ran out is
+// deleted by the next acquisition that finds it, after which its holds are
+// free, and a renewal after that finds it gone. Every process on the
+// table must run a version that knows shared leases (D28 in
+// docs/decisions.md; docs/drivers/sql.md).
 //
 // # Capabilities
 //

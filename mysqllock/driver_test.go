@@ -108,10 +108,7 @@ func TestNarrowColumnIsInvalidName(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ddl = strings.Replace(ddl, "(512)", "(16)", 1)
-		if err := gdb.Exec(ddl).Error; err != nil {
-			t.Fatalf("%s: %v", ddl, err)
-		}
+		runScript(t, gdb, strings.Replace(ddl, "(512)", "(16)", 1))
 		d, err := mysqllock.New(gdb, mysqllock.WithTable("narrow"), mysqllock.WithCreateTable(false))
 		if err != nil {
 			t.Fatal(err)

@@ -8,6 +8,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"gorm.io/gorm"
+
 	"github.com/golocker/locker/backend"
 )
 
@@ -48,7 +50,8 @@ func (d *Driver) Holds(ctx context.Context, prefix string) ([]backend.Hold, erro
 
 // ForceRelease implements backend.Inspector: it frees name whoever holds
 // it (the fence stays), and returns ErrNotHeld if nobody does. On
-// PostgreSQL it wakes the waiter whose turn it is.
+// PostgreSQL it wakes the waiter whose turn it is. A hold on a shared
+// lease is counted in the lease, whose Driver then checks its holds.
 func (d *Driver) ForceRelease(ctx context.Context, name string) error {
 	if err := checkName(name); err != nil {
 		return err
@@ -57,10 +60,23 @@ func (d *Driver) ForceRelease(ctx context.Context, name string) error {
 		return err
 	}
 	var n int64
+	a := args{"name": name, "channel": d.channel}
 	err := d.retry(ctx, func() error {
-		var err error
-		_, n, err = d.exec(ctx, d.db, d.st.forceRelease, args{"name": name, "channel": d.channel})
-		return err
+		if d.st.forceRevoke == "" {
+			var err error
+			_, n, err = d.exec(ctx, d.db, d.st.forceRelease, a)
+			return err
+		}
+		// SQLite: the count of the shared lease's forced releases goes up
+		// with the release, in one transaction.
+		return d.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+			if _, _, err := d.exec(ctx, tx, d.st.forceRevoke, a); err != nil {
+				return err
+			}
+			var err error
+			_, n, err = d.exec(ctx, tx, d.st.forceRelease, a)
+			return err
+		})
 	})
 	if err != nil {
 		return d.explain(err)

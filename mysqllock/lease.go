@@ -3,24 +3,32 @@ package mysqllock
 import (
 	"context"
 	"database/sql"
+	"sync/atomic"
 	"time"
 
 	"github.com/golocker/locker/backend"
 	"github.com/golocker/locker/internal/driverkit"
 )
 
-// lease is one hold: its Grant, and the Driver that renews and releases
-// it.
+// lease is one hold: its Grant, the Driver that renews and releases it,
+// and the shared lease that keeps it, if any (D28).
 type lease struct {
 	driverkit.Grant
-	d *Driver
+	d      *Driver
+	shared atomic.Pointer[sharedLease]
 }
 
 // Renew extends the lease to ttl from the database's now, if the row is
-// still this owner's and its lease has not run out.
+// still this owner's and its lease has not run out. A hold of a Driver
+// with shared leases is renewed as a batch of one.
 func (l *lease) Renew(ctx context.Context, ttl time.Duration) error {
 	d := l.d
-	a := args{"name": l.Name, "owner": l.Owner, "lease_us": leaseMicros(ttl)}
+	if d.shared != nil {
+		items := []backend.RenewItem{{Lease: l, TTL: ttl}}
+		d.RenewBatch(ctx, items)
+		return items[0].Err
+	}
+	a := args{"name": l.Name, "owner": l.Owner, "lease_us": leaseMicros(ttl), "lease_id": nil}
 	var n int64
 	err := d.retryIdempotent(ctx, func() error {
 		var err error

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
@@ -53,6 +54,7 @@ type Driver struct {
 	owned    bool
 	dialect  string
 	table    string // as configured, unquoted
+	leases   string // the table of shared leases, unquoted
 	channel  string // PostgreSQL: the NOTIFY channel of the table
 	st       statements
 	create   bool
@@ -62,6 +64,7 @@ type Driver struct {
 	turns    ticket.Queue    // the places of this Driver's waiters (fair.go)
 	table1st driverkit.Setup // creates the table on first use
 	slots    chan struct{}   // bounds the acquisitions in flight (slots.go); nil: unbounded
+	shared   *sharedLeases   // the Driver's shared leases (shared.go); nil: a lease per hold
 	life     *driverkit.Life // open or closed; the background clean-ups
 }
 
@@ -106,7 +109,11 @@ func newDriver(db *gorm.DB, owned bool, log *logSink, opts []Option) (*Driver, e
 	if err != nil {
 		return nil, err
 	}
-	st, err := loadStatements(dialect, quoted)
+	quotedLeases, err := quoteTable(dialect, leasesTable(o.table))
+	if err != nil {
+		return nil, err
+	}
+	st, err := loadStatements(dialect, quoted, quotedLeases)
 	if err != nil {
 		return nil, err
 	}
@@ -120,6 +127,7 @@ func newDriver(db *gorm.DB, owned bool, log *logSink, opts []Option) (*Driver, e
 		owned:   owned,
 		dialect: dialect,
 		table:   o.table,
+		leases:  leasesTable(o.table),
 		channel: notifyChannel(o.table),
 		st:      st,
 		create:  o.createTable,
@@ -129,6 +137,9 @@ func newDriver(db *gorm.DB, owned bool, log *logSink, opts []Option) (*Driver, e
 	}
 	d.quietDB = d.db.Session(&gorm.Session{Logger: quietExpected{d.db.Logger}})
 	d.slots = acquisitionSlots(sqlDB)
+	if o.sharedLease {
+		d.shared = newSharedLeases()
+	}
 	if o.notifySet && o.notify && dialect != DialectPostgres {
 		return nil, driverkit.BadOption("mysqllock", "notify applies to PostgreSQL only, not %s", dialect)
 	}
@@ -194,30 +205,42 @@ func (d *Driver) ready(ctx context.Context) error {
 	return d.table1st.Run(ctx, d.life, d.createTable)
 }
 
-// createTable is ready's set-up.
+// createTable is ready's set-up: the lock table, its column lease_id if
+// an earlier version made it, and the table of shared leases.
 func (d *Driver) createTable(ctx context.Context) error {
-	// Look first: a table that exists needs no CREATE, nor the privilege
-	// to run one. Concurrent CREATE TABLE IF NOT EXISTS can fail on
-	// PostgreSQL (a unique violation in its catalog): the table then
-	// exists, and the next look sees it. quietDB keeps these expected
-	// errors out of the application's GORM log.
-	probe := "SELECT 1 FROM " + d.quotedTable() + " WHERE 1 = 0"
+	if err := d.ensure(ctx, d.st.probeTable, d.st.create, isMissingTable); err != nil {
+		return fmt.Errorf("mysqllock: creating table %s: %w", d.table, err)
+	}
+	if err := d.ensure(ctx, d.st.probeColumn, d.st.addLeaseColumn, isMissingColumn); err != nil {
+		return fmt.Errorf("mysqllock: adding column lease_id to table %s: %w", d.table, err)
+	}
+	if err := d.ensure(ctx, d.st.probeLeases, d.st.createLeases, isMissingTable); err != nil {
+		return fmt.Errorf("mysqllock: creating table %s: %w", d.leases, err)
+	}
+	return nil
+}
+
+// ensure runs create when probe fails with an error that missing
+// recognizes. Look first: a table that exists needs no CREATE, nor the
+// privilege to run one. Concurrent CREATE TABLE IF NOT EXISTS can fail on
+// PostgreSQL (a unique violation in its catalog), and concurrent ADD
+// COLUMN on every database: the table or column then exists, and the next
+// look sees it. quietDB keeps these expected errors out of the
+// application's GORM log.
+func (d *Driver) ensure(ctx context.Context, probe, create string, missing func(error) bool) error {
 	var err error
 	for range 3 {
 		err = d.retryIdempotent(ctx, func() error { return d.quietDB.WithContext(ctx).Exec(probe).Error })
-		if err == nil || !isMissingTable(err) {
+		if err == nil || !missing(err) {
 			break
 		}
-		err = d.retry(ctx, func() error { return d.quietDB.WithContext(ctx).Exec(d.st.create).Error })
+		err = d.retry(ctx, func() error { return d.quietDB.WithContext(ctx).Exec(create).Error })
 		if err == nil || ctx.Err() != nil {
 			break
 		}
 		driverkit.Sleep(ctx, 20*time.Millisecond)
 	}
-	if err != nil {
-		return fmt.Errorf("mysqllock: creating table %s: %w", d.table, err)
-	}
-	return nil
+	return err
 }
 
 func (d *Driver) quotedTable() string {
@@ -347,11 +370,24 @@ func (q quietExpected) Trace(ctx context.Context, begin time.Time, fc func() (st
 func (d *Driver) explain(err error) error {
 	switch {
 	case isMissingTable(err) && !d.create:
-		return fmt.Errorf("mysqllock: table %s does not exist: create it (see DDL) or use create_table=true: %w", d.table, err)
+		table := d.table
+		if strings.Contains(err.Error(), leasesTable(unqualified(d.table))) {
+			table = d.leases
+		}
+		return fmt.Errorf("mysqllock: table %s does not exist: create it (see DDL) or use create_table=true: %w", table, err)
 	case isMissingColumn(err):
 		return fmt.Errorf("mysqllock: table %s lacks a column of this version (see DDL): %w", d.table, err)
 	}
 	return err
+}
+
+// unqualified is table without its schema.
+func unqualified(table string) string {
+	_, name, ok := strings.Cut(table, ".")
+	if !ok {
+		return table
+	}
+	return name
 }
 
 // logSink holds the logger that SetLogger gives, for the Driver and for

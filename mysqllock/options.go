@@ -19,6 +19,7 @@ type options struct {
 	createTable bool
 	notify      bool
 	notifySet   bool
+	sharedLease bool
 	dialer      driverkit.DialFunc
 }
 
@@ -64,6 +65,23 @@ func WithNotify(notify bool) Option {
 	return func(o *options) error {
 		o.notify = notify
 		o.notifySet = true
+		return nil
+	}
+}
+
+// WithSharedLease says whether the Driver's holds share one lease per
+// lease length (default false): a row in the table of shared leases that
+// the watchdog renews with one statement, however many holds it keeps,
+// instead of a statement per thousand holds. A Client that holds very
+// many locks at once (a million) needs it: the database then writes a
+// row per renewal, not a row per hold. Every process that uses the table
+// must run a version of the driver that knows shared leases (any that
+// creates the table of shared leases): an earlier version takes a hold
+// whose own lease ran out although its shared lease has not (D28). URL
+// parameter: shared_lease.
+func WithSharedLease(shared bool) Option {
+	return func(o *options) error {
+		o.sharedLease = shared
 		return nil
 	}
 }

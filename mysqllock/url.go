@@ -188,7 +188,7 @@ func openOnce(ctx context.Context, t *target, o options, opts []Option) (*Driver
 // Query parameters: golocker's (every scheme), and the database driver's
 // that a URL may give, per scheme.
 var (
-	ownParams      = []string{"table", "create_table", "max_conns", "notify"}
+	ownParams      = []string{"table", "create_table", "max_conns", "notify", "shared_lease"}
 	mysqlParams    = []string{"tls", "timeout", "read_timeout", "write_timeout", "allow_native_passwords", "allow_cleartext_passwords"}
 	postgresParams = []string{"sslmode", "sslrootcert", "sslcert", "sslkey", "sslpassword", "sslsni",
 		"connect_timeout", "application_name", "target_session_attrs"}
@@ -225,17 +225,20 @@ func parseURL(u *url.URL) (*target, error) {
 		switch k {
 		case "table":
 			t.opts = append(t.opts, WithTable(v))
-		case "create_table", "notify":
+		case "create_table", "notify", "shared_lease":
 			b, err := strconv.ParseBool(v)
 			if err != nil {
 				return nil, bad("%s=%q: want true or false", k, v)
 			}
-			if k == "notify" {
+			switch k {
+			case "notify":
 				if t.dialect != DialectPostgres {
 					return nil, bad("notify applies to postgres:// only")
 				}
 				t.opts = append(t.opts, WithNotify(b))
-			} else {
+			case "shared_lease":
+				t.opts = append(t.opts, WithSharedLease(b))
+			default:
 				t.opts = append(t.opts, WithCreateTable(b))
 			}
 		case "max_conns":

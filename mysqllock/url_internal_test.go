@@ -118,16 +118,23 @@ func TestQuoteTable(t *testing.T) {
 
 func TestStatementsLoad(t *testing.T) {
 	for _, dialect := range []string{DialectMySQL, DialectPostgres, DialectSQLite} {
-		st, err := loadStatements(dialect, "T")
+		st, err := loadStatements(dialect, "T", "L")
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, s := range []string{st.create, st.acquire, st.look, st.renew, st.renewBatch, st.release, st.releaseAny, st.forceRelease, st.holds} {
+		for _, s := range []string{st.create, st.acquire, st.look, st.renew, st.renewBatch, st.release, st.releaseAny, st.forceRelease, st.holds, st.leaseCheck} {
 			if strings.Contains(s, "--") || strings.Contains(s, "{") || !strings.Contains(s, "T") {
 				t.Errorf("%s: statement not filled in or with a comment left: %s", dialect, s)
 			}
 		}
-		if ddl, err := DDL(dialect, "locks"); err != nil || !strings.HasPrefix(ddl, "CREATE TABLE IF NOT EXISTS") {
+		for _, s := range []string{st.createLeases, st.leaseCreate, st.leaseRenew, st.leaseKill, st.leaseGC, st.acquire, st.renew, st.release, st.forceRelease, st.holds} {
+			if strings.Contains(s, "--") || strings.Contains(s, "{") || !strings.Contains(s, "L") {
+				t.Errorf("%s: statement not filled in, with a comment left or without the leases table: %s", dialect, s)
+			}
+		}
+		ddl, err := DDL(dialect, "locks")
+		if err != nil || !strings.HasPrefix(ddl, "CREATE TABLE IF NOT EXISTS") || strings.Count(ddl, "CREATE TABLE IF NOT EXISTS") != 2 ||
+			!strings.Contains(ddl, "locks_leases") || !strings.Contains(ddl, "lease_id") {
 			t.Errorf("DDL(%s) = %q, %v", dialect, ddl, err)
 		}
 		// A dialect's own statement replaces the shared one of the same
@@ -142,9 +149,33 @@ func TestStatementsLoad(t *testing.T) {
 		}
 	}
 	for _, dialect := range []string{"common", "oracle", ""} {
-		if _, err := loadStatements(dialect, "T"); err == nil {
+		if _, err := loadStatements(dialect, "T", "L"); err == nil {
 			t.Errorf("loadStatements(%q) found a dialect", dialect)
 		}
+	}
+}
+
+func TestLeasesTable(t *testing.T) {
+	long := strings.Repeat("x", 60)
+	for table, want := range map[string]string{
+		"locks":                        "locks_leases",
+		"app.locks":                    "app.locks_leases",
+		strings.Repeat("y", 56):        strings.Repeat("y", 56) + "_leases",
+		long:                           long[:40] + "_",
+		"s." + strings.Repeat("z", 57): "s." + strings.Repeat("z", 40) + "_",
+	} {
+		got := leasesTable(table)
+		if !strings.HasPrefix(got, want) || !strings.HasSuffix(got, "_leases") {
+			t.Errorf("leasesTable(%q) = %q, want %q...", table, got, want)
+		}
+		for _, dialect := range []string{DialectMySQL, DialectPostgres} {
+			if _, err := quoteTable(dialect, got); err != nil {
+				t.Errorf("leasesTable(%q) = %q: %v", table, got, err)
+			}
+		}
+	}
+	if a, b := leasesTable(long), leasesTable(long[:59]+"w"); a == b {
+		t.Errorf("two long names share the leases table %q", a)
 	}
 }
 

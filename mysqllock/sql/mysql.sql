@@ -29,8 +29,40 @@ CREATE TABLE IF NOT EXISTS {table} (
   serving     BIGINT UNSIGNED NOT NULL DEFAULT 1,
   serving_at  DATETIME(3)     NULL,
   renew_stamp BINARY(16)      NULL,
+  lease_id    BIGINT          NULL,
   PRIMARY KEY (name)
 ) ENGINE = InnoDB
+
+-- name: create_leases
+-- renewals changes with every renewal, so that a renewal always changes
+-- the row and MySQL counts it.
+CREATE TABLE IF NOT EXISTS {leases} (
+  id         BIGINT          NOT NULL,
+  expires_at DATETIME(3)     NOT NULL,
+  revoked    BIGINT UNSIGNED NOT NULL DEFAULT 0,
+  renewals   BIGINT UNSIGNED NOT NULL DEFAULT 0,
+  PRIMARY KEY (id)
+) ENGINE = InnoDB
+
+-- name: lease_ref
+@lease_id
+
+-- name: lease_renew
+-- No RETURNING on UPDATE: lease_revoked reads the count after it.
+UPDATE {leases}
+   SET expires_at = {now} + {lease}, renewals = renewals + 1
+ WHERE id = @lease_id AND expires_at >= {now}
+
+-- name: lease_revoked
+SELECT revoked FROM {leases} WHERE id = @lease_id
+
+-- name: force_release
+-- Also counts the release in the hold's shared lease, if it has one: its
+-- Driver then checks its rows at its next renewals.
+UPDATE {table} l LEFT JOIN {leases} s ON s.id = l.lease_id
+   SET s.revoked = s.revoked + 1, l.owner = NULL, l.expires_at = {now}
+ WHERE l.name = @name AND l.owner IS NOT NULL AND l.owner <> ''
+   AND (l.expires_at >= {now} OR s.expires_at >= {now})
 
 -- name: acquire
 -- On an existing row (insert creates a new one). The WHERE clause
@@ -44,6 +76,7 @@ UPDATE {table}
    SET owner      = @owner,
        fence      = LAST_INSERT_ID(fence + 1),
        expires_at = {now} + {lease},
+       lease_id   = @lease_id,
        serving_at = IF(@ticket > 0 AND @ticket >= serving AND @ticket <= tickets, {now}, serving_at),
        serving    = IF(@ticket > 0 AND @ticket >= serving AND @ticket <= tickets, @ticket + 1, serving)
  WHERE name = @name AND {grant}
@@ -59,8 +92,8 @@ UPDATE {table}
 -- The row does not exist yet: create it held, with fence 1. A duplicate
 -- key error means another owner created it first; the driver tries the
 -- update again.
-INSERT INTO {table} (name, owner, fence, expires_at, tickets, serving, serving_at)
-VALUES (@name, @owner, 1, {now} + {lease}, 0, 1, NULL)
+INSERT INTO {table} (name, owner, fence, expires_at, tickets, serving, serving_at, lease_id)
+VALUES (@name, @owner, 1, {now} + {lease}, 0, 1, NULL, @lease_id)
 
 -- name: look
 SELECT owner, fence,
@@ -68,7 +101,9 @@ SELECT owner, fence,
             ELSE TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at) END,
        tickets, serving,
        CASE WHEN {lapsed} THEN 1 ELSE 0 END,
-       TIMESTAMPDIFF(MICROSECOND, serving_at, UTC_TIMESTAMP(6))
+       TIMESTAMPDIFF(MICROSECOND, serving_at, UTC_TIMESTAMP(6)),
+       lease_id,
+       (SELECT TIMESTAMPDIFF(MICROSECOND, {now}, s.expires_at) FROM {leases} s WHERE s.id = lease_id)
   FROM {table}
  WHERE name = @name
 
@@ -78,14 +113,14 @@ SELECT owner, fence,
 -- This tells that case from a lost hold.
 SELECT COUNT(*)
   FROM {table}
- WHERE name = @name AND owner = @owner AND expires_at >= {now}
+ WHERE name = @name AND owner = @owner AND {alive}
 
 -- name: renew_batch
 -- No RETURNING on UPDATE: every renewed row gets the batch's random stamp
 -- (so every one changes), and renew_stamped reads back which carry it.
 UPDATE {table}
-   SET expires_at = {now} + {lease}, renew_stamp = @stamp
- WHERE name IN @names AND (name, owner) IN @pairs AND expires_at >= {now}
+   SET expires_at = {now} + {lease}, renew_stamp = @stamp, lease_id = {lease_ref}
+ WHERE name IN @names AND (name, owner) IN @pairs AND {alive}
 
 -- name: renew_stamped
 SELECT name, owner FROM {table} WHERE name IN @names AND renew_stamp = @stamp
@@ -93,8 +128,9 @@ SELECT name, owner FROM {table} WHERE name IN @names AND renew_stamp = @stamp
 -- name: holds
 -- name is VARBINARY, so LIKE compares bytes (case-sensitive) and can use
 -- the primary key. '!' escapes % _ and ! in the prefix.
-SELECT name, owner, fence, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at)
-  FROM {table}
- WHERE name LIKE @prefix ESCAPE '!'
-   AND owner IS NOT NULL AND owner <> '' AND expires_at >= {now}
- ORDER BY name
+SELECT l.name, l.owner, l.fence,
+       TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), GREATEST(l.expires_at, COALESCE(s.expires_at, l.expires_at)))
+  FROM {table} l LEFT JOIN {leases} s ON s.id = l.lease_id
+ WHERE l.name LIKE @prefix ESCAPE '!'
+   AND l.owner IS NOT NULL AND l.owner <> '' AND (l.expires_at >= {now} OR s.expires_at >= {now})
+ ORDER BY l.name

@@ -24,8 +24,19 @@ CREATE TABLE IF NOT EXISTS {table} (
   expires_at INTEGER,
   tickets    INTEGER NOT NULL DEFAULT 0,
   serving    INTEGER NOT NULL DEFAULT 1,
-  serving_at INTEGER
+  serving_at INTEGER,
+  lease_id   INTEGER
 ) WITHOUT ROWID
+
+-- name: create_leases
+CREATE TABLE IF NOT EXISTS {leases} (
+  id         INTEGER NOT NULL PRIMARY KEY,
+  expires_at INTEGER NOT NULL,
+  revoked    INTEGER NOT NULL DEFAULT 0
+)
+
+-- name: add_lease_column
+ALTER TABLE {table} ADD COLUMN lease_id INTEGER
 
 -- name: lapse
 ({now} - @window_us / 1000)
@@ -36,15 +47,17 @@ CREATE TABLE IF NOT EXISTS {table} (
 -- name: state
 owner, fence,
 CASE WHEN owner IS NULL OR owner = '' OR expires_at IS NULL THEN -1 ELSE (expires_at - {now}) * 1000 END,
-tickets, serving, CASE WHEN {lapsed} THEN 1 ELSE 0 END, ({now} - serving_at) * 1000
+tickets, serving, CASE WHEN {lapsed} THEN 1 ELSE 0 END, ({now} - serving_at) * 1000,
+lease_id, (SELECT (s.expires_at - {now}) * 1000 FROM {leases} s WHERE s.id = lease_id)
 
 -- name: acquire
-INSERT INTO {table} (name, owner, fence, expires_at, tickets, serving, serving_at)
-VALUES (@name, @owner, 1, {now} + {lease}, 0, 1, NULL)
+INSERT INTO {table} (name, owner, fence, expires_at, tickets, serving, serving_at, lease_id)
+VALUES (@name, @owner, 1, {now} + {lease}, 0, 1, NULL, {lease_ref})
 ON CONFLICT (name) DO UPDATE SET
   owner      = excluded.owner,
   fence      = fence + 1,
   expires_at = excluded.expires_at,
+  lease_id   = excluded.lease_id,
   serving    = CASE WHEN @ticket > 0 AND @ticket >= serving AND @ticket <= tickets THEN @ticket + 1 ELSE serving END,
   serving_at = CASE WHEN @ticket > 0 AND @ticket >= serving AND @ticket <= tickets THEN {now} ELSE serving_at END
 WHERE {grant}
@@ -53,8 +66,8 @@ RETURNING {state}
 -- name: holds
 -- LIKE is case-insensitive on SQLite: compare the prefix with substr
 -- (which counts characters, as the driver does).
-SELECT name, owner, fence, (expires_at - {now}) * 1000
-  FROM {table}
- WHERE substr(name, 1, @prefix_len ) = @prefix
-   AND owner IS NOT NULL AND owner <> '' AND expires_at >= {now}
- ORDER BY name
+SELECT l.name, l.owner, l.fence, (max(l.expires_at, coalesce(s.expires_at, l.expires_at)) - {now}) * 1000
+  FROM {table} l LEFT JOIN {leases} s ON s.id = l.lease_id
+ WHERE substr(l.name, 1, @prefix_len ) = @prefix
+   AND l.owner IS NOT NULL AND l.owner <> '' AND (l.expires_at >= {now} OR s.expires_at >= {now})
+ ORDER BY l.name
