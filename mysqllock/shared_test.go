@@ -231,6 +231,12 @@ func TestAForcedReleaseOfASharedHoldIsLost(t *testing.T) {
 		if err := open(t, db.URL).ForceRelease(ctx, "forced/1"); err != nil {
 			t.Fatal(err)
 		}
+		// The renewal that sees the count change does not carry the
+		// forced-off hold: the later ones that do still check.
+		first := items[:1]
+		if d.RenewBatch(ctx, first); first[0].Err != nil {
+			t.Fatalf("renewal of a hold that was not forced off: %v", first[0].Err)
+		}
 		for round := range 2 {
 			d.RenewBatch(ctx, items)
 			for i, it := range items {
@@ -239,8 +245,47 @@ func TestAForcedReleaseOfASharedHoldIsLost(t *testing.T) {
 				}
 			}
 		}
-		if _, err := open(t, db.URL).Acquire(ctx, backend.Request{Name: "forced/1", Owner: "x", TTL: time.Second}); err != nil {
-			t.Errorf("Acquire of the forced-off lock: %v", err)
+	})
+}
+
+// TestADriverWithoutSharedLeasesClearsTheLeaseOfARow: a Driver without
+// the option that takes a lock a shared Driver held writes lease_id NULL,
+// so its hold ends with its own lease, not with the other Driver's shared
+// lease.
+func TestADriverWithoutSharedLeasesClearsTheLeaseOfARow(t *testing.T) {
+	eachDialect(t, func(t *testing.T, db *sqlserver.SQLDatabase, ctx context.Context) {
+		d, gdb, _ := sharedDriver(t, db)
+		l, err := d.Acquire(ctx, backend.Request{Name: "mixed", Owner: "shared", TTL: 20 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		leased := "SELECT COUNT(*) FROM golocker_locks WHERE name = 'mixed' AND lease_id IS NOT NULL"
+		if n := count(t, gdb, leased); n != 1 {
+			t.Fatalf("the shared Driver's row has no lease_id")
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		plain := open(t, db.URL)
+		l2, err := plain.Acquire(ctx, backend.Request{Name: "mixed", Owner: "plain", TTL: 20 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := count(t, gdb, leased); n != 0 {
+			t.Errorf("the plain Driver's hold kept the shared lease of the row")
+		}
+		// Its own lease ran out: the lock is free although the shared
+		// Driver's lease runs.
+		run(t, gdb, "UPDATE golocker_locks SET expires_at = "+pastSecond[db.Dialect]+" WHERE name = 'mixed'")
+		l3, err := d.Acquire(ctx, backend.Request{Name: "mixed", Owner: "shared", TTL: 20 * time.Second})
+		if err != nil {
+			t.Fatalf("Acquire after the plain hold's own lease ran out: %v", err)
+		}
+		if err := l2.Release(ctx); !errors.Is(err, backend.ErrLost) {
+			t.Errorf("the plain holder's Release = %v, want ErrLost", err)
+		}
+		if err := l3.Release(ctx); err != nil {
+			t.Error(err)
 		}
 	})
 }
