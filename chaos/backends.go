@@ -51,6 +51,7 @@ var backends = []backendSpec{
 	{"etcd", "etcd, 3 members; the leader is killed and restarted", startEtcd},
 	{"zk", "ZooKeeper, 3 servers; the leader is killed and restarted", startZK},
 	{"postgres", "PostgreSQL; the server is killed and restarted", startPostgres},
+	{"postgres-shared", "PostgreSQL with shared leases (shared_lease=true); the server is killed and restarted", startPostgresShared},
 	{"mariadb", "MariaDB; the server is killed and restarted", startMariaDB},
 	{"sqlite", "SQLite file shared by the worker processes (no server, no network faults)", startSQLite},
 	{"mongo", "MongoDB API (FerretDB on SQLite where there is no mongod); the server is killed and restarted", startMongo},
@@ -201,6 +202,17 @@ func restartTopology(s restartable, own bool, addr, rawURL, note string) *topolo
 func startPostgres(t testserver.TB, _ time.Duration) *topology {
 	return sqlTopology(sqlserver.Postgres(t))
 }
+
+// startPostgresShared is startPostgres with the holds of each worker on
+// one shared lease (mysqllock.WithSharedLease): a paused or cut-off worker's
+// lease must be deleted before its lock is taken.
+func startPostgresShared(t testserver.TB, ttl time.Duration) *topology {
+	top := startPostgres(t, ttl)
+	base := top.url
+	top.url = func(a []string) string { return withQuery(base(a), "shared_lease", "true") }
+	return top
+}
+
 func startMariaDB(t testserver.TB, _ time.Duration) *topology { return sqlTopology(sqlserver.MySQL(t)) }
 
 func startSQLite(t testserver.TB, _ time.Duration) *topology {
@@ -232,6 +244,18 @@ func withHost(raw, addr string) string {
 		return raw
 	}
 	u.Host = addr
+	return u.String()
+}
+
+// withQuery returns raw with the query parameter k=v added.
+func withQuery(raw, k, v string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return raw
+	}
+	q := u.Query()
+	q.Set(k, v)
+	u.RawQuery = q.Encode()
 	return u.String()
 }
 

@@ -33,12 +33,6 @@ func (d *Driver) Acquire(ctx context.Context, r backend.Request) (backend.Lease,
 		return nil, err
 	}
 	defer done()
-	var sl *sharedLease
-	if d.shared != nil {
-		if sl, err = d.currentLease(ctx, r.TTL); err != nil {
-			return nil, d.fail(ctx, err)
-		}
-	}
 	wait := !r.Since.IsZero()
 	var t *ticket.Turn
 	if wait {
@@ -65,7 +59,7 @@ func (d *Driver) Acquire(ctx context.Context, r backend.Request) (backend.Lease,
 		}
 		needTicket = !s.Exists || t.Ticket < s.Serving || t.Ticket > s.Tickets
 	}
-	l, err := d.try(ctx, r, sl, t, needTicket)
+	l, err := d.try(ctx, r, t, needTicket)
 	if l != nil {
 		d.turns.Forget(r.Name, r.Owner)
 		return l, nil
@@ -133,7 +127,7 @@ func (d *Driver) held(s state, t *ticket.Turn) error {
 // try makes one attempt. If the outcome of a statement is unknown (ctx
 // ended, connection lost), it releases by owner before returning the
 // error, so that an error never leaves a hold.
-func (d *Driver) try(ctx context.Context, r backend.Request, sl *sharedLease, t *ticket.Turn, needTicket bool) (*lease, error) {
+func (d *Driver) try(ctx context.Context, r backend.Request, t *ticket.Turn, needTicket bool) (*lease, error) {
 	// A statement cancelled in flight may still commit on the server
 	// after a release by owner has looked for it. So the statement gets a
 	// short grace after ctx ends, and its outcome is then known: a grant
@@ -148,7 +142,7 @@ func (d *Driver) try(ctx context.Context, r backend.Request, sl *sharedLease, t 
 			return ctx.Err() // no new attempt once ctx has ended
 		}
 		var err error
-		l, he, err = d.attempt(sctx, r, sl, t, needTicket)
+		l, he, err = d.attempt(sctx, r, t, needTicket)
 		return err
 	})
 	switch {
@@ -175,8 +169,10 @@ func (d *Driver) fail(ctx context.Context, err error) error {
 
 // attempt sends the acquiring statement and, for a waiter that did not
 // get the lock and needs one, takes a ticket: a lease, or a HeldError
-// (he), or the database's error. sl is the Driver's shared lease, or nil.
-func (d *Driver) attempt(ctx context.Context, r backend.Request, sl *sharedLease, t *ticket.Turn, needTicket bool) (l *lease, he error, err error) {
+// (he), or the database's error. A grant has its own lease only (lease_id
+// NULL): a hold joins its Driver's shared lease at its first renewal, so
+// that a hold that is never renewed (a fixed lease) ends with its own.
+func (d *Driver) attempt(ctx context.Context, r backend.Request, t *ticket.Turn, needTicket bool) (l *lease, he error, err error) {
 	var ticket, wait int64
 	if t != nil && !needTicket {
 		ticket = t.Ticket
@@ -185,7 +181,7 @@ func (d *Driver) attempt(ctx context.Context, r backend.Request, sl *sharedLease
 		wait = 1
 	}
 	a := args{"name": r.Name, "owner": r.Owner, "lease_us": leaseMicros(r.TTL), "ticket": ticket,
-		"wait": wait, "window_us": claimWindow.Microseconds(), "lease_id": sl.ref()}
+		"wait": wait, "window_us": claimWindow.Microseconds(), "lease_id": nil}
 	for range 3 {
 		start := time.Now()
 		if d.dialect == DialectMySQL {
@@ -195,7 +191,7 @@ func (d *Driver) attempt(ctx context.Context, r backend.Request, sl *sharedLease
 			}
 			if n > 0 {
 				if id := insertID(res); id > 0 {
-					return d.newLease(r, id, start, sl), nil, nil
+					return d.newLease(r, id, start), nil, nil
 				}
 				// A GORM plugin hid the insert id: read the fence back.
 				fence, ok, err := d.fenceOf(ctx, r)
@@ -206,7 +202,7 @@ func (d *Driver) attempt(ctx context.Context, r backend.Request, sl *sharedLease
 					d.cleanup(ctx, r)
 					return nil, nil, err
 				}
-				return d.newLease(r, fence, start, sl), nil, nil
+				return d.newLease(r, fence, start), nil, nil
 			}
 		} else {
 			var s state
@@ -214,7 +210,7 @@ func (d *Driver) attempt(ctx context.Context, r backend.Request, sl *sharedLease
 				return nil, nil, err
 			}
 			if s.Exists {
-				return d.newLease(r, s.Fence, start, sl), nil, nil
+				return d.newLease(r, s.Fence, start), nil, nil
 			}
 		}
 		if needTicket {
@@ -253,7 +249,7 @@ func (d *Driver) attempt(ctx context.Context, r backend.Request, sl *sharedLease
 		start = time.Now()
 		_, _, err = d.exec(ctx, d.quietDB, d.st.insert, a)
 		if err == nil {
-			return d.newLease(r, 1, start, sl), nil, nil
+			return d.newLease(r, 1, start), nil, nil
 		}
 		if !isDuplicate(err) {
 			return nil, nil, err
@@ -355,10 +351,6 @@ func (d *Driver) ownerArgs(name, owner string) args {
 	return args{"name": name, "owner": owner, "channel": d.channel}
 }
 
-func (d *Driver) newLease(r backend.Request, fence int64, start time.Time, sl *sharedLease) *lease {
-	l := &lease{Grant: driverkit.GrantOf(r, fence, start), d: d}
-	if sl != nil {
-		l.shared.Store(sl)
-	}
-	return l
+func (d *Driver) newLease(r backend.Request, fence int64, start time.Time) *lease {
+	return &lease{Grant: driverkit.GrantOf(r, fence, start), d: d}
 }

@@ -140,10 +140,10 @@
 //
 // # Shared leases
 //
-// With shared_lease=true (WithSharedLease) the holds of a Driver also name
-// a lease of the Driver's, one per lease length, in the table
-// <table>_leases, and the watchdog renews that one row instead of every
-// hold's row: a Client can keep a million holds on a database that could
+// With shared_lease=true (WithSharedLease) the holds of a Driver, from
+// their first renewal, also name a lease of the Driver's, one per lease
+// length, in the table <table>_leases, and the watchdog renews that one
+// row instead of every hold's row: a Client can keep a million holds on a database that could
 // not write a million rows every TTL/3. A hold lasts while its own lease
 // or its shared lease has not run out; a shared lease that ran out is
 // deleted by the next acquisition that finds it, after which its holds are

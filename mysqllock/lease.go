@@ -54,7 +54,8 @@ func (l *lease) Renew(ctx context.Context, ttl time.Duration) error {
 
 // Release frees the row if it is still this owner's and its lease has not
 // run out; the row and its fence stay. On PostgreSQL the same statement
-// wakes the waiter whose turn it is.
+// wakes the waiter whose turn it is. A release that fails retires the
+// hold's shared lease (shared.go).
 func (l *lease) Release(ctx context.Context) error {
 	d := l.d
 	var n int64
@@ -64,6 +65,10 @@ func (l *lease) Release(ctx context.Context) error {
 		return err
 	})
 	if err != nil {
+		if sl := l.shared.Load(); sl != nil {
+			// The row may still be held, on sl: let sl run out.
+			sl.die()
+		}
 		return err
 	}
 	if n == 0 {

@@ -13,10 +13,21 @@ import (
 
 // Shared leases (WithSharedLease, D28). A Driver keeps one lease per lease
 // length in the table of shared leases: a row (id, expires_at, revoked).
-// Each hold it takes names the lease in its row (lease_id) and also gets
-// a lease of its own (expires_at), as without shared leases. A hold lasts
-// while either has not run out, so the watchdog keeps all of a Driver's
-// holds of one length with one statement on the shared lease's row.
+// A hold is granted with a lease of its own (expires_at), as without
+// shared leases; its first renewal renews its row and names the Driver's
+// shared lease in it (lease_id). A hold lasts while either lease has not
+// run out, so the watchdog keeps all of a Driver's holds of one length
+// with one statement on the shared lease's row. A hold that is never
+// renewed (a fixed lease) ends with its own lease.
+//
+// A shared lease keeps every row that names it, including the row of a
+// hold that the Driver no longer keeps: one whose release failed, or one
+// that package locker declared lost after its renewals failed. So a
+// shared lease is never renewed after its lease could have run out as the
+// Driver counts it (from the last renewal it saw succeed), and a failed
+// release retires the hold's shared lease: it is not renewed again, the
+// Driver's other holds move to a new one at their next renewal, and the
+// row left behind ends with the old one.
 //
 // A shared lease that ran out is not free to take from: its row must be
 // deleted first (lease_kill), and only a lease that has run out is
@@ -49,7 +60,7 @@ type sharedLease struct {
 
 	mu         sync.Mutex
 	until      time.Time // local time at which it runs out, from the request that last renewed it
-	dead       bool      // a renewal found it run out or deleted
+	dead       bool      // a renewal found it run out or deleted, or it was retired
 	seen       int64     // the forced releases counted when last renewed
 	checkUntil time.Time // until then, renewals check their holds' rows
 }
@@ -91,6 +102,19 @@ func (sl *sharedLease) renewed(sent time.Time, revoked int64) (check bool) {
 	return time.Now().Before(sl.checkUntil)
 }
 
+// renewable reports whether sl may be renewed at now: it is not dead and
+// has not run out as the Driver counts it. One that has is dead from then
+// on: a hold the Driver no longer keeps may name it.
+func (sl *sharedLease) renewable(now time.Time) bool {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	if !now.Before(sl.until) {
+		sl.dead = true
+	}
+	return !sl.dead
+}
+
+// die marks sl dead: found gone, or retired.
 func (sl *sharedLease) die() {
 	sl.mu.Lock()
 	sl.dead = true
@@ -166,8 +190,12 @@ func (d *Driver) makeLease(ctx context.Context, us int64) (*sharedLease, error) 
 	return &sharedLease{id: id, us: us, ttl: ttl, until: sent.Add(ttl)}, nil
 }
 
-// renewShared renews the shared lease sl in one statement (two on MySQL).
+// renewShared renews the shared lease sl in one statement (two on MySQL),
+// unless it is dead or could have run out by now: then it never is.
 func (d *Driver) renewShared(ctx context.Context, sl *sharedLease) sharedResult {
+	if !sl.renewable(time.Now()) {
+		return sharedResult{}
+	}
 	a := args{"lease_id": sl.id, "lease_us": sl.us}
 	var ok bool
 	var revoked int64

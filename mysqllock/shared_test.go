@@ -57,6 +57,18 @@ func run(t *testing.T, g *gorm.DB, q string, a ...any) int64 {
 	return tx.RowsAffected
 }
 
+// joined renews items once, as the watchdog's first renewal does, which
+// puts the holds on their Driver's shared lease, or fails t.
+func joined(t *testing.T, ctx context.Context, d *mysqllock.Driver, items []backend.RenewItem) {
+	t.Helper()
+	d.RenewBatch(ctx, items)
+	for i, it := range items {
+		if it.Err != nil {
+			t.Fatalf("first renewal of item %d: %v", i, it.Err)
+		}
+	}
+}
+
 // runScript runs each statement of script (DDL's output) or fails t.
 func runScript(t *testing.T, g *gorm.DB, script string) {
 	t.Helper()
@@ -93,6 +105,7 @@ func TestASharedLeaseRenewsEveryHoldInOneStatement(t *testing.T) {
 			}
 			items[i] = backend.RenewItem{Lease: l, TTL: 20 * time.Second}
 		}
+		joined(t, ctx, d, items)
 		// The rows' own leases end now: only the shared one keeps them.
 		run(t, gdb, "UPDATE golocker_locks SET expires_at = "+pastSecond[db.Dialect])
 		before := stmts.Load()
@@ -136,6 +149,8 @@ func TestAHoldOnASharedLeaseEndsWithIt(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		items := []backend.RenewItem{{Lease: l, TTL: 20 * time.Second}}
+		joined(t, ctx, d, items)
 		run(t, gdb, "UPDATE golocker_locks SET expires_at = "+pastSecond[db.Dialect]+" WHERE name = 'kept'")
 		req := backend.Request{Name: "kept", Owner: "second", TTL: 20 * time.Second}
 		if l2, err := other.Acquire(ctx, req); !errors.Is(err, backend.ErrHeld) {
@@ -144,7 +159,6 @@ func TestAHoldOnASharedLeaseEndsWithIt(t *testing.T) {
 		if holds, err := other.Holds(ctx, "kept"); err != nil || len(holds) != 1 || time.Until(holds[0].Expires) < 10*time.Second {
 			t.Fatalf("Holds while the shared lease lasts = %v, %v", holds, err)
 		}
-		items := []backend.RenewItem{{Lease: l, TTL: 20 * time.Second}}
 		if d.RenewBatch(ctx, items); items[0].Err != nil {
 			t.Fatalf("renewal while the shared lease lasts: %v", items[0].Err)
 		}
@@ -187,9 +201,13 @@ func TestAHoldOutlivesItsSharedLeaseOnItsOwn(t *testing.T) {
 			t.Fatal(err)
 		}
 		leaseOf := func() int64 { return count(t, gdb, "SELECT lease_id FROM golocker_locks WHERE name = 'moves'") }
-		first := leaseOf()
-		run(t, gdb, "UPDATE golocker_locks_leases SET expires_at = "+pastSecond[db.Dialect])
 		items := []backend.RenewItem{{Lease: l, TTL: 20 * time.Second}}
+		joined(t, ctx, d, items)
+		first := leaseOf()
+		if first == 0 {
+			t.Fatal("the first renewal did not put the hold on a shared lease")
+		}
+		run(t, gdb, "UPDATE golocker_locks_leases SET expires_at = "+pastSecond[db.Dialect])
 		if d.RenewBatch(ctx, items); items[0].Err != nil {
 			t.Fatalf("renewal of a hold whose own lease runs: %v", items[0].Err)
 		}
@@ -228,6 +246,7 @@ func TestAForcedReleaseOfASharedHoldIsLost(t *testing.T) {
 			}
 			items = append(items, backend.RenewItem{Lease: l, TTL: 20 * time.Second})
 		}
+		joined(t, ctx, d, items)
 		if err := open(t, db.URL).ForceRelease(ctx, "forced/1"); err != nil {
 			t.Fatal(err)
 		}
@@ -259,6 +278,7 @@ func TestADriverWithoutSharedLeasesClearsTheLeaseOfARow(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		joined(t, ctx, d, []backend.RenewItem{{Lease: l, TTL: 20 * time.Second}})
 		leased := "SELECT COUNT(*) FROM golocker_locks WHERE name = 'mixed' AND lease_id IS NOT NULL"
 		if n := count(t, gdb, leased); n != 1 {
 			t.Fatalf("the shared Driver's row has no lease_id")
@@ -332,4 +352,121 @@ func sep(url string) string {
 		return "&"
 	}
 	return "?"
+}
+
+// TestAHoldThatIsNotRenewedEndsWithItsOwnLease: a hold of a shared Driver
+// that is never renewed (a fixed lease) does not ride on the shared lease
+// that the Driver renews for its other holds.
+func TestAHoldThatIsNotRenewedEndsWithItsOwnLease(t *testing.T) {
+	eachDialect(t, func(t *testing.T, db *sqlserver.SQLDatabase, ctx context.Context) {
+		d, gdb, _ := sharedDriver(t, db)
+		fixed, err := d.Acquire(ctx, backend.Request{Name: "fixed", Owner: "o", TTL: 20 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		kept, err := d.Acquire(ctx, backend.Request{Name: "kept", Owner: "o", TTL: 20 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		items := []backend.RenewItem{{Lease: kept, TTL: 20 * time.Second}}
+		joined(t, ctx, d, items)
+		joined(t, ctx, d, items)
+		run(t, gdb, "UPDATE golocker_locks SET expires_at = "+pastSecond[db.Dialect])
+		other := open(t, db.URL)
+		if _, err := other.Acquire(ctx, backend.Request{Name: "kept", Owner: "x", TTL: time.Second}); !errors.Is(err, backend.ErrHeld) {
+			t.Fatalf("Acquire of the renewed hold = %v, want ErrHeld", err)
+		}
+		if _, err := other.Acquire(ctx, backend.Request{Name: "fixed", Owner: "x", TTL: time.Second}); err != nil {
+			t.Fatalf("Acquire of the hold that was never renewed, after its own lease: %v", err)
+		}
+		if err := fixed.Release(ctx); !errors.Is(err, backend.ErrLost) {
+			t.Errorf("Release of the fixed hold = %v, want ErrLost", err)
+		}
+	})
+}
+
+// TestAFailedReleaseRetiresTheSharedLease: a release that fails may have
+// left its row held, on the shared lease: the Driver renews that lease no
+// more, its other holds move to a new one, and the row left behind ends
+// with the old one.
+func TestAFailedReleaseRetiresTheSharedLease(t *testing.T) {
+	eachDialect(t, func(t *testing.T, db *sqlserver.SQLDatabase, ctx context.Context) {
+		d, gdb, _ := sharedDriver(t, db)
+		var items []backend.RenewItem
+		for _, name := range []string{"orphan", "other"} {
+			l, err := d.Acquire(ctx, backend.Request{Name: name, Owner: "o", TTL: 20 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			items = append(items, backend.RenewItem{Lease: l, TTL: 20 * time.Second})
+		}
+		joined(t, ctx, d, items)
+		leaseOf := func(name string) int64 {
+			return count(t, gdb, "SELECT lease_id FROM golocker_locks WHERE name = ?", name)
+		}
+		old := leaseOf("orphan")
+		done, cancel := context.WithCancel(ctx)
+		cancel()
+		if err := items[0].Lease.Release(done); err == nil {
+			t.Fatal("Release with a ctx that ended succeeded")
+		}
+		rest := items[1:]
+		joined(t, ctx, d, rest)
+		if moved := leaseOf("other"); moved == old || moved == 0 {
+			t.Fatalf("the other hold stayed on shared lease %d after a failed release (now %d)", old, moved)
+		}
+		// The old lease was not renewed: once it runs out, the row left
+		// behind is free.
+		run(t, gdb, "UPDATE golocker_locks SET expires_at = "+pastSecond[db.Dialect])
+		run(t, gdb, "UPDATE golocker_locks_leases SET expires_at = "+pastSecond[db.Dialect]+" WHERE id = ?", old)
+		other := open(t, db.URL)
+		if _, err := other.Acquire(ctx, backend.Request{Name: "orphan", Owner: "x", TTL: time.Second}); err != nil {
+			t.Fatalf("Acquire of the row left behind: %v", err)
+		}
+		if _, err := other.Acquire(ctx, backend.Request{Name: "other", Owner: "x", TTL: time.Second}); !errors.Is(err, backend.ErrHeld) {
+			t.Fatalf("Acquire of the hold on the new shared lease = %v, want ErrHeld", err)
+		}
+	})
+}
+
+// TestASharedLeaseIsNotRenewedPastItsEnd: once a shared lease could have
+// run out as its Driver counts it, the Driver does not renew it, even if
+// the database still has it (a renewal whose answer was lost): a hold it
+// kept is renewed by its row, while the database still counts it, and
+// moves to a new shared lease; the old one is left to run out.
+func TestASharedLeaseIsNotRenewedPastItsEnd(t *testing.T) {
+	eachDialect(t, func(t *testing.T, db *sqlserver.SQLDatabase, ctx context.Context) {
+		d, gdb, _ := sharedDriver(t, db)
+		const ttl = 500 * time.Millisecond
+		l, err := d.Acquire(ctx, backend.Request{Name: "late", Owner: "o", TTL: ttl})
+		if err != nil {
+			t.Fatal(err)
+		}
+		items := []backend.RenewItem{{Lease: l, TTL: ttl}}
+		joined(t, ctx, d, items)
+		// The lease ends, as the Driver counts it, within ttl of now.
+		deadline := time.Now().Add(ttl)
+		old := count(t, gdb, "SELECT lease_id FROM golocker_locks WHERE name = 'late'")
+		run(t, gdb, "UPDATE golocker_locks_leases SET expires_at = "+map[string]string{
+			mysqllock.DialectMySQL:    "UTC_TIMESTAMP(3) + INTERVAL 60 SECOND",
+			mysqllock.DialectPostgres: "statement_timestamp() + INTERVAL '60 seconds'",
+			mysqllock.DialectSQLite:   "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER) + 60000",
+		}[db.Dialect])
+		time.Sleep(time.Until(deadline)) // a local deadline, not a guess
+		run(t, gdb, "UPDATE golocker_locks SET expires_at = "+pastSecond[db.Dialect])
+		if d.RenewBatch(ctx, items); items[0].Err != nil {
+			t.Fatalf("renewal of a hold the database still counts: %v", items[0].Err)
+		}
+		if now := count(t, gdb, "SELECT lease_id FROM golocker_locks WHERE name = 'late'"); now == old {
+			t.Errorf("the hold stayed on shared lease %d after its end", old)
+		}
+		later := map[string]string{
+			mysqllock.DialectMySQL:    "UTC_TIMESTAMP(3) + INTERVAL 30 SECOND",
+			mysqllock.DialectPostgres: "statement_timestamp() + INTERVAL '30 seconds'",
+			mysqllock.DialectSQLite:   "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER) + 30000",
+		}[db.Dialect]
+		if n := count(t, gdb, "SELECT COUNT(*) FROM golocker_locks_leases WHERE id = ? AND expires_at > "+later, old); n != 1 {
+			t.Errorf("the shared lease %d was renewed after its end", old)
+		}
+	})
 }
