@@ -104,10 +104,14 @@ func (d *Driver) renewRows(ctx context.Context, items []backend.RenewItem, idx [
 			// The row may have moved to sl: renew it by its row until a
 			// renewal says where it is.
 			l.shared.Store(nil)
+			if sl != nil {
+				l.maybe.Store(sl)
+			}
 		case renewed[key{l.Name, l.Owner}]:
 			items[i].Err = nil
 			if sl != nil {
 				l.shared.Store(sl)
+				l.maybe.Store(nil)
 			}
 		default:
 			items[i].Err = backend.ErrLost

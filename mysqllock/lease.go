@@ -16,6 +16,9 @@ type lease struct {
 	driverkit.Grant
 	d      *Driver
 	shared atomic.Pointer[sharedLease]
+	// maybe is a shared lease that the row may name: one that a renewal
+	// whose outcome is unknown tried to move it to.
+	maybe atomic.Pointer[sharedLease]
 }
 
 // Renew extends the lease to ttl from the database's now, if the row is
@@ -65,9 +68,11 @@ func (l *lease) Release(ctx context.Context) error {
 		return err
 	})
 	if err != nil {
-		if sl := l.shared.Load(); sl != nil {
-			// The row may still be held, on sl: let sl run out.
-			sl.die()
+		// The row may still be held, on a shared lease: let it run out.
+		for _, sl := range []*sharedLease{l.shared.Load(), l.maybe.Load()} {
+			if sl != nil {
+				sl.die()
+			}
 		}
 		return err
 	}

@@ -470,3 +470,36 @@ func TestASharedLeaseIsNotRenewedPastItsEnd(t *testing.T) {
 		}
 	})
 }
+
+// TestAFailedReleaseAfterAFailedMoveRetiresTheSharedLease: a hold whose
+// first renewal failed may name the shared lease it was moving to; a
+// failed release then retires that lease too.
+func TestAFailedReleaseAfterAFailedMoveRetiresTheSharedLease(t *testing.T) {
+	eachDialect(t, func(t *testing.T, db *sqlserver.SQLDatabase, ctx context.Context) {
+		d, gdb, _ := sharedDriver(t, db)
+		kept, err := d.Acquire(ctx, backend.Request{Name: "kept", Owner: "o", TTL: 20 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		keptItems := []backend.RenewItem{{Lease: kept, TTL: 20 * time.Second}}
+		joined(t, ctx, d, keptItems)
+		shared := count(t, gdb, "SELECT lease_id FROM golocker_locks WHERE name = 'kept'")
+		moving, err := d.Acquire(ctx, backend.Request{Name: "moving", Owner: "o", TTL: 20 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		done, cancel := context.WithCancel(ctx)
+		cancel()
+		items := []backend.RenewItem{{Lease: moving, TTL: 20 * time.Second}}
+		if d.RenewBatch(done, items); items[0].Err == nil {
+			t.Fatal("a renewal with a ctx that ended succeeded")
+		}
+		if err := moving.Release(done); err == nil {
+			t.Fatal("a release with a ctx that ended succeeded")
+		}
+		joined(t, ctx, d, keptItems)
+		if now := count(t, gdb, "SELECT lease_id FROM golocker_locks WHERE name = 'kept'"); now == shared {
+			t.Errorf("the other hold stayed on shared lease %d, which the failed hold may name", shared)
+		}
+	})
+}
