@@ -33,8 +33,8 @@ type batchKey struct {
 func (d *Driver) RenewBatch(ctx context.Context, items []backend.RenewItem) {
 	key := func(l *lease, it backend.RenewItem) batchKey {
 		k := batchKey{us: leaseMicros(it.TTL)}
-		if sl := l.shared.Load(); sl != nil && sl.us == k.us && !sl.isDead() {
-			k.shared = sl
+		if r := l.on.Load(); r != nil && r.sure && r.sl.us == k.us && !r.sl.isDead() {
+			k.shared = r.sl
 		}
 		return k
 	}
@@ -102,16 +102,14 @@ func (d *Driver) renewRows(ctx context.Context, items []backend.RenewItem, idx [
 		case err != nil:
 			items[i].Err = err
 			// The row may have moved to sl: renew it by its row until a
-			// renewal says where it is.
-			l.shared.Store(nil)
+			// renewal says where it is, and retire sl if its release fails.
 			if sl != nil {
-				l.maybe.Store(sl)
+				l.on.Store(&sl.refs[0])
 			}
 		case renewed[key{l.Name, l.Owner}]:
 			items[i].Err = nil
 			if sl != nil {
-				l.shared.Store(sl)
-				l.maybe.Store(nil)
+				l.on.Store(&sl.refs[1])
 			}
 		default:
 			items[i].Err = backend.ErrLost

@@ -14,11 +14,8 @@ import (
 // and the shared lease that keeps it, if any (D28).
 type lease struct {
 	driverkit.Grant
-	d      *Driver
-	shared atomic.Pointer[sharedLease]
-	// maybe is a shared lease that the row may name: one that a renewal
-	// whose outcome is unknown tried to move it to.
-	maybe atomic.Pointer[sharedLease]
+	d  *Driver
+	on atomic.Pointer[leaseRef] // nil: the row names no shared lease
 }
 
 // Renew extends the lease to ttl from the database's now, if the row is
@@ -69,10 +66,8 @@ func (l *lease) Release(ctx context.Context) error {
 	})
 	if err != nil {
 		// The row may still be held, on a shared lease: let it run out.
-		for _, sl := range []*sharedLease{l.shared.Load(), l.maybe.Load()} {
-			if sl != nil {
-				sl.die()
-			}
+		if r := l.on.Load(); r != nil {
+			r.sl.die()
 		}
 		return err
 	}

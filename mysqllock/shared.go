@@ -54,15 +54,25 @@ func newSharedLeases() *sharedLeases {
 
 // sharedLease is one of a Driver's shared leases.
 type sharedLease struct {
-	id  int64
-	us  int64 // its length, µs
-	ttl time.Duration
+	id   int64
+	us   int64 // its length, µs
+	ttl  time.Duration
+	refs [2]leaseRef // what a hold points to: the row may name sl, or does
 
 	mu         sync.Mutex
 	until      time.Time // local time at which it runs out, from the request that last renewed it
 	dead       bool      // a renewal found it run out or deleted, or it was retired
 	seen       int64     // the forced releases counted when last renewed
 	checkUntil time.Time // until then, renewals check their holds' rows
+}
+
+// leaseRef is what a hold knows of the shared lease its row names: sure,
+// or only maybe (a renewal that would have moved it there failed with an
+// unknown outcome). Each sharedLease has both, so that pointing a hold at
+// one allocates nothing: a hold costs one pointer.
+type leaseRef struct {
+	sl   *sharedLease
+	sure bool
 }
 
 // ref is the lease's id as a statement's parameter: NULL for nil.
@@ -187,7 +197,9 @@ func (d *Driver) makeLease(ctx context.Context, us int64) (*sharedLease, error) 
 		return nil, err
 	}
 	ttl := time.Duration(us) * time.Microsecond
-	return &sharedLease{id: id, us: us, ttl: ttl, until: sent.Add(ttl)}, nil
+	sl := &sharedLease{id: id, us: us, ttl: ttl, until: sent.Add(ttl)}
+	sl.refs = [2]leaseRef{{sl: sl}, {sl: sl, sure: true}}
+	return sl, nil
 }
 
 // renewShared renews the shared lease sl in one statement (two on MySQL),
