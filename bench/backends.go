@@ -227,11 +227,11 @@ type zkLockHandle struct {
 }
 
 // abandoned counts the zk.Lock calls still running for handles whose
-// Lock gave up; Set.waitAbandoned waits for them (bounded).
-var (
-	abandonedWG sync.WaitGroup
-	abandoned   atomic.Int32
-)
+// Lock gave up; Set.waitAbandoned waits for them (bounded). A count, not
+// a sync.WaitGroup: Sets of several backends run at once, and a
+// WaitGroup's Wait may not run alongside an Add from zero (the race
+// detector reports it).
+var abandoned atomic.Int32
 
 func (h *zkLockHandle) Lock(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
@@ -244,9 +244,7 @@ func (h *zkLockHandle) Lock(ctx context.Context) error {
 		return err
 	case <-ctx.Done():
 		abandoned.Add(1)
-		abandonedWG.Add(1)
 		go func() {
-			defer abandonedWG.Done()
 			defer abandoned.Add(-1)
 			if err := <-done; err == nil {
 				_ = h.l.Unlock()
@@ -258,16 +256,17 @@ func (h *zkLockHandle) Lock(ctx context.Context) error {
 
 func (h *zkLockHandle) Unlock(context.Context) error { return h.l.Unlock() }
 
-// waitAbandoned waits up to 10s for abandoned zk.Lock calls to end.
+// waitAbandoned waits up to 10s for abandoned zk.Lock calls to end,
+// looking every 10 ms.
 func (s *Set) waitAbandoned() error {
-	done := make(chan struct{})
-	go func() { abandonedWG.Wait(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case <-time.After(10 * time.Second):
-		return fmt.Errorf("zk: %d abandoned Lock calls still running", abandoned.Load())
+	deadline := time.Now().Add(10 * time.Second)
+	for abandoned.Load() > 0 {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("zk: %d abandoned Lock calls still running", abandoned.Load())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
+	return nil
 }
 
 // Counter reads a server's running count of requests, for requests per
