@@ -16,12 +16,16 @@ import (
 	"github.com/golocker/locker/mysqllock"
 )
 
-// pastSecond is a second before each dialect's now, as the driver stores
-// times.
-var pastSecond = map[string]string{
-	mysqllock.DialectMySQL:    "UTC_TIMESTAMP(3) - INTERVAL 1 SECOND",
-	mysqllock.DialectPostgres: "statement_timestamp() - INTERVAL '1 second'",
-	mysqllock.DialectSQLite:   "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER) - 1000",
+// nowPlus is dialect's now, as the driver stores times, plus secs
+// seconds (negative: before).
+func nowPlus(dialect string, secs int) string {
+	switch dialect {
+	case mysqllock.DialectMySQL:
+		return fmt.Sprintf("UTC_TIMESTAMP(3) + INTERVAL %d SECOND", secs)
+	case mysqllock.DialectPostgres:
+		return fmt.Sprintf("statement_timestamp() + INTERVAL '%d seconds'", secs)
+	}
+	return fmt.Sprintf("CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER) + %d", secs*1000)
 }
 
 // sharedDriver returns a Driver with shared leases on db through GORM,
@@ -107,7 +111,7 @@ func TestASharedLeaseRenewsEveryHoldInOneStatement(t *testing.T) {
 		}
 		joined(t, ctx, d, items)
 		// The rows' own leases end now: only the shared one keeps them.
-		run(t, gdb, "UPDATE golocker_locks SET expires_at = "+pastSecond[db.Dialect])
+		run(t, gdb, "UPDATE golocker_locks SET expires_at = "+nowPlus(db.Dialect, -1))
 		before := stmts.Load()
 		d.RenewBatch(ctx, items)
 		sent := stmts.Load() - before
@@ -151,7 +155,7 @@ func TestAHoldOnASharedLeaseEndsWithIt(t *testing.T) {
 		}
 		items := []backend.RenewItem{{Lease: l, TTL: 20 * time.Second}}
 		joined(t, ctx, d, items)
-		run(t, gdb, "UPDATE golocker_locks SET expires_at = "+pastSecond[db.Dialect]+" WHERE name = 'kept'")
+		run(t, gdb, "UPDATE golocker_locks SET expires_at = "+nowPlus(db.Dialect, -1)+" WHERE name = 'kept'")
 		req := backend.Request{Name: "kept", Owner: "second", TTL: 20 * time.Second}
 		if l2, err := other.Acquire(ctx, req); !errors.Is(err, backend.ErrHeld) {
 			t.Fatalf("another Driver's Acquire while the shared lease lasts = %v, %v; want ErrHeld", l2, err)
@@ -164,7 +168,7 @@ func TestAHoldOnASharedLeaseEndsWithIt(t *testing.T) {
 		}
 
 		// The holder stalled: its shared lease ran out.
-		run(t, gdb, "UPDATE golocker_locks_leases SET expires_at = "+pastSecond[db.Dialect])
+		run(t, gdb, "UPDATE golocker_locks_leases SET expires_at = "+nowPlus(db.Dialect, -1))
 		if holds, err := other.Holds(ctx, "kept"); err != nil || len(holds) != 0 {
 			t.Fatalf("Holds after the shared lease ran out = %v, %v; want none", holds, err)
 		}
@@ -207,7 +211,7 @@ func TestAHoldOutlivesItsSharedLeaseOnItsOwn(t *testing.T) {
 		if first == 0 {
 			t.Fatal("the first renewal did not put the hold on a shared lease")
 		}
-		run(t, gdb, "UPDATE golocker_locks_leases SET expires_at = "+pastSecond[db.Dialect])
+		run(t, gdb, "UPDATE golocker_locks_leases SET expires_at = "+nowPlus(db.Dialect, -1))
 		if d.RenewBatch(ctx, items); items[0].Err != nil {
 			t.Fatalf("renewal of a hold whose own lease runs: %v", items[0].Err)
 		}
@@ -219,7 +223,7 @@ func TestAHoldOutlivesItsSharedLeaseOnItsOwn(t *testing.T) {
 			t.Fatalf("the new shared lease %d is not in the table", second)
 		}
 		// From now on the new shared lease keeps it.
-		run(t, gdb, "UPDATE golocker_locks SET expires_at = "+pastSecond[db.Dialect])
+		run(t, gdb, "UPDATE golocker_locks SET expires_at = "+nowPlus(db.Dialect, -1))
 		if d.RenewBatch(ctx, items); items[0].Err != nil {
 			t.Fatalf("renewal on the new shared lease: %v", items[0].Err)
 		}
@@ -296,7 +300,7 @@ func TestADriverWithoutSharedLeasesClearsTheLeaseOfARow(t *testing.T) {
 		}
 		// Its own lease ran out: the lock is free although the shared
 		// Driver's lease runs.
-		run(t, gdb, "UPDATE golocker_locks SET expires_at = "+pastSecond[db.Dialect]+" WHERE name = 'mixed'")
+		run(t, gdb, "UPDATE golocker_locks SET expires_at = "+nowPlus(db.Dialect, -1)+" WHERE name = 'mixed'")
 		l3, err := d.Acquire(ctx, backend.Request{Name: "mixed", Owner: "shared", TTL: 20 * time.Second})
 		if err != nil {
 			t.Fatalf("Acquire after the plain hold's own lease ran out: %v", err)
@@ -371,7 +375,7 @@ func TestAHoldThatIsNotRenewedEndsWithItsOwnLease(t *testing.T) {
 		items := []backend.RenewItem{{Lease: kept, TTL: 20 * time.Second}}
 		joined(t, ctx, d, items)
 		joined(t, ctx, d, items)
-		run(t, gdb, "UPDATE golocker_locks SET expires_at = "+pastSecond[db.Dialect])
+		run(t, gdb, "UPDATE golocker_locks SET expires_at = "+nowPlus(db.Dialect, -1))
 		other := open(t, db.URL)
 		if _, err := other.Acquire(ctx, backend.Request{Name: "kept", Owner: "x", TTL: time.Second}); !errors.Is(err, backend.ErrHeld) {
 			t.Fatalf("Acquire of the renewed hold = %v, want ErrHeld", err)
@@ -417,8 +421,8 @@ func TestAFailedReleaseRetiresTheSharedLease(t *testing.T) {
 		}
 		// The old lease was not renewed: once it runs out, the row left
 		// behind is free.
-		run(t, gdb, "UPDATE golocker_locks SET expires_at = "+pastSecond[db.Dialect])
-		run(t, gdb, "UPDATE golocker_locks_leases SET expires_at = "+pastSecond[db.Dialect]+" WHERE id = ?", old)
+		run(t, gdb, "UPDATE golocker_locks SET expires_at = "+nowPlus(db.Dialect, -1))
+		run(t, gdb, "UPDATE golocker_locks_leases SET expires_at = "+nowPlus(db.Dialect, -1)+" WHERE id = ?", old)
 		other := open(t, db.URL)
 		if _, err := other.Acquire(ctx, backend.Request{Name: "orphan", Owner: "x", TTL: time.Second}); err != nil {
 			t.Fatalf("Acquire of the row left behind: %v", err)
@@ -447,24 +451,16 @@ func TestASharedLeaseIsNotRenewedPastItsEnd(t *testing.T) {
 		// The lease ends, as the Driver counts it, within ttl of now.
 		deadline := time.Now().Add(ttl)
 		old := count(t, gdb, "SELECT lease_id FROM golocker_locks WHERE name = 'late'")
-		run(t, gdb, "UPDATE golocker_locks_leases SET expires_at = "+map[string]string{
-			mysqllock.DialectMySQL:    "UTC_TIMESTAMP(3) + INTERVAL 60 SECOND",
-			mysqllock.DialectPostgres: "statement_timestamp() + INTERVAL '60 seconds'",
-			mysqllock.DialectSQLite:   "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER) + 60000",
-		}[db.Dialect])
+		run(t, gdb, "UPDATE golocker_locks_leases SET expires_at = "+nowPlus(db.Dialect, 60))
 		time.Sleep(time.Until(deadline)) // a local deadline, not a guess
-		run(t, gdb, "UPDATE golocker_locks SET expires_at = "+pastSecond[db.Dialect])
+		run(t, gdb, "UPDATE golocker_locks SET expires_at = "+nowPlus(db.Dialect, -1))
 		if d.RenewBatch(ctx, items); items[0].Err != nil {
 			t.Fatalf("renewal of a hold the database still counts: %v", items[0].Err)
 		}
 		if now := count(t, gdb, "SELECT lease_id FROM golocker_locks WHERE name = 'late'"); now == old {
 			t.Errorf("the hold stayed on shared lease %d after its end", old)
 		}
-		later := map[string]string{
-			mysqllock.DialectMySQL:    "UTC_TIMESTAMP(3) + INTERVAL 30 SECOND",
-			mysqllock.DialectPostgres: "statement_timestamp() + INTERVAL '30 seconds'",
-			mysqllock.DialectSQLite:   "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER) + 30000",
-		}[db.Dialect]
+		later := nowPlus(db.Dialect, 30)
 		if n := count(t, gdb, "SELECT COUNT(*) FROM golocker_locks_leases WHERE id = ? AND expires_at > "+later, old); n != 1 {
 			t.Errorf("the shared lease %d was renewed after its end", old)
 		}
