@@ -2,6 +2,7 @@ package bench_test
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"os"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/golocker/locker"
 	"github.com/golocker/locker/bench"
 	"github.com/golocker/locker/internal/testserver"
 	"github.com/golocker/locker/internal/testserver/redisserver"
@@ -28,6 +30,7 @@ var (
 	flagHold     = flag.Duration("contended.hold", time.Millisecond, "how long a contended holder keeps the lock")
 	flagThink    = flag.Duration("contended.think", time.Millisecond, "how long a contended handle waits between Unlock and Lock")
 	flagOps      = flag.Int("uncontended.ops", 2000, "least Lock+Unlock pairs of one uncontended run, whatever b.N (so that -benchtime 1x measures something)")
+	flagPairs    = flag.Int("interleaved.pairs", 10000, "least Lock+Unlock pairs of each handle in one BenchmarkUncontendedInterleaved run, whatever b.N")
 )
 
 // quiet discards go-redis's log lines.
@@ -107,23 +110,29 @@ func BenchmarkUncontended(b *testing.B) {
 }
 
 // BenchmarkUncontendedInterleaved measures the same as BenchmarkUncontended,
-// but the libraries take turns in blocks of interleaveBlock pairs, so that
-// a change in the machine's load (other processes) falls on all of them
-// alike. Besides the three libraries it measures golocker's driver used
+// but the handles take turns in blocks of uncontendedBlock pairs, so that a
+// change in the machine's load (other processes) falls on all of them
+// alike: -interleaved.pairs pairs each (10,000 by default). Besides the
+// three libraries it measures golocker's TryLock+Unlock (golocker-trylock:
+// a Mutex of another Client, on another name) and golocker's driver used
 // directly (golocker-driver: redislock's Acquire and Release, without
 // package locker), which shows what package locker adds. It reports the
-// p50 of each, in µs, and golocker's p50 ÷ bsm/redislock's. It runs at
-// least -uncontended.ops pairs per library.
+// p50 and p99 of each, in µs, and golocker's, golocker-trylock's and
+// golocker-driver's p50 and p99 ÷ bsm/redislock's.
 func BenchmarkUncontendedInterleaved(b *testing.B) {
 	skipUnlessEnabled(b, bench.Redis)
 	addr := redisServer.Get(b).Addr
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	if _, err := bench.Do(ctx, addr, "FLUSHALL"); err != nil {
 		b.Fatal(err)
 	}
 	var names []string
 	var hs []bench.Handle
+	add := func(name string, h bench.Handle) {
+		names = append(names, name)
+		hs = append(hs, h)
+	}
 	for _, u := range uncontended {
 		cfg, _ := bench.ConfigByName(u.config)
 		set, err := cfg.Open(ctx, addr, "bench/interleaved/"+u.library, 1, time.Second)
@@ -131,26 +140,59 @@ func BenchmarkUncontendedInterleaved(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer set.Close()
-		names = append(names, u.library)
-		hs = append(hs, set.Handles[0])
+		add(u.library, set.Handles[0])
 	}
+	c, err := locker.Open(ctx, "redis://"+addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	add(tryLock, tryLockHandle{c.NewMutex("bench/interleaved/" + tryLock)})
 	h, closeDriver, err := bench.OpenDriver(ctx, addr, "bench/interleaved/driver")
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer closeDriver()
-	names = append(names, "golocker-driver")
-	hs = append(hs, h)
-	samples := inTurns(b, ctx, hs, max(b.N, *flagOps), nil)
+	add(driver, h)
+	samples := inTurnsOf(b, ctx, hs, max(b.N, *flagPairs), uncontendedBlock, nil)
 	b.ReportMetric(0, "ns/op")
-	p50 := map[string]float64{}
+	p50, p99 := map[string]float64{}, map[string]float64{}
 	for i, name := range names {
 		p50[name] = us(bench.Percentile(samples[i], 0.50))
+		p99[name] = us(bench.Percentile(samples[i], 0.99))
 		b.ReportMetric(p50[name], name+"-p50-us")
+		b.ReportMetric(p99[name], name+"-p99-us")
 	}
-	b.ReportMetric(p50[bench.Golocker]/p50[bench.BSM], "golocker/bsm-p50")
-	b.ReportMetric(p50["golocker-driver"]/p50[bench.BSM], "driver/bsm-p50")
+	for _, r := range []struct{ name, prefix string }{{bench.Golocker, "golocker"}, {tryLock, "trylock"}, {driver, "driver"}} {
+		b.ReportMetric(p50[r.name]/p50[bench.BSM], r.prefix+"/bsm-p50")
+		b.ReportMetric(p99[r.name]/p99[bench.BSM], r.prefix+"/bsm-p99")
+	}
 }
+
+// The handles of BenchmarkUncontendedInterleaved that are not a library's
+// configuration.
+const (
+	tryLock = "golocker-trylock"
+	driver  = "golocker-driver"
+)
+
+// uncontendedBlock is how many pairs a handle of
+// BenchmarkUncontendedInterleaved runs in its turn.
+const uncontendedBlock = 250
+
+// tryLockHandle locks with TryLock, which fails when the lock is held: it
+// is only used uncontended.
+type tryLockHandle struct{ m *locker.Mutex }
+
+func (h tryLockHandle) Lock(ctx context.Context) error {
+	ok, err := h.m.TryLock(ctx)
+	if err == nil && !ok {
+		err = errors.New("TryLock: the lock is held")
+	}
+	return err
+}
+
+func (h tryLockHandle) Unlock(ctx context.Context) error { return h.m.Unlock(ctx) }
 
 // BenchmarkContended runs every scenario with every configuration, each
 // for -contended.duration per b.N (run it with -benchtime 1x). See
@@ -268,19 +310,25 @@ func msec(d time.Duration) float64 { return float64(d) / float64(time.Millisecon
 // (inTurns).
 const interleaveBlock = 100
 
-// inTurns warms hs up, then runs at least n Lock+Unlock pairs with each
-// of them, the handles taking turns in blocks of interleaveBlock pairs,
-// each following each other as often; it returns each handle's pair
-// durations, in ns. around, if not nil, runs before each block of handle
-// i and returns what runs after it. Only the turns are timed.
+// inTurns is inTurnsOf with blocks of interleaveBlock pairs.
 func inTurns(b *testing.B, ctx context.Context, hs []bench.Handle, n int, around func(i int) (after func())) [][]int64 {
+	b.Helper()
+	return inTurnsOf(b, ctx, hs, n, interleaveBlock, around)
+}
+
+// inTurnsOf warms hs up, then runs at least n Lock+Unlock pairs with each
+// of them, the handles taking turns in blocks of block pairs, each
+// following each other as often; it returns each handle's pair durations,
+// in ns. around, if not nil, runs before each block of handle i and
+// returns what runs after it. Only the turns are timed.
+func inTurnsOf(b *testing.B, ctx context.Context, hs []bench.Handle, n, block int, around func(i int) (after func())) [][]int64 {
 	b.Helper()
 	for range 20 {
 		if err := bench.WarmUp(ctx, hs); err != nil {
 			b.Fatal(err)
 		}
 	}
-	rounds := max(1, (n+interleaveBlock-1)/interleaveBlock)
+	rounds := max(1, (n+block-1)/block)
 	samples := make([][]int64, len(hs))
 	b.ResetTimer()
 	for r := range rounds {
@@ -290,7 +338,7 @@ func inTurns(b *testing.B, ctx context.Context, hs []bench.Handle, n int, around
 			if around != nil {
 				after = around(i)
 			}
-			for range interleaveBlock {
+			for range block {
 				t0 := time.Now()
 				if err := hs[i].Lock(ctx); err != nil {
 					b.Fatal(err)
