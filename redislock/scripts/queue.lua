@@ -1,6 +1,7 @@
 -- queue.lua: the queue of a lock's waiters. Not a script of its own: the
--- Driver puts it in front of queue_acquire.lua, queue_release.lua,
--- forcerelease.lua and waiters.lua, which all take the same keys:
+-- Driver puts it into queue_acquire.lua, queue_release.lua,
+-- forcerelease.lua, reserve.lua and waiters.lua, at their line
+-- "-- [queue.lua]" or else in front of them; they all take the same keys:
 --
 -- KEYS[1]  the lock: a hash {owner, token, last, inbox, queued} with the
 --          lease as its expiry; last is the highest token reserved for
@@ -103,7 +104,8 @@ end
 
 -- BLOCK is how many tokens a grant reserves for a waiter whose Driver
 -- listens (it has an inbox), and reserve.lua adds: enough for the passes
--- of a busy lock in the time a reserve.lua call takes.
+-- of a busy lock in the time a reserve.lua call takes. The grant before
+-- queue.lua in queue_acquire.lua reserves as many.
 local BLOCK = 64
 
 -- grant_reply is the {2, token, last, pttl} of a hold found in the hash,

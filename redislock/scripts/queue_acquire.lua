@@ -1,4 +1,4 @@
--- queue_acquire.lua: take a lock in its waiters' order (after queue.lua).
+-- queue_acquire.lua: take a lock in its waiters' order (with queue.lua).
 --
 -- ARGV[1]  the owner (unique per acquisition)
 -- ARGV[2]  the lease, in ms
@@ -24,6 +24,23 @@
 -- oldest waiter; otherwise this call hands it to the oldest one.
 -- Reentrancy is not handled here: package locker never asks for a lock
 -- that the same owner holds.
+--
+-- A lock with neither a hash nor a queue, as most locks are most of the
+-- time, is granted first, before queue.lua's functions are defined: in a
+-- script this short, defining them is a good part of its cost. The grant
+-- is grant()'s with nobody queued: the next token, or the next BLOCK with
+-- an inbox.
+if redis.call('exists', KEYS[1], KEYS[3]) == 0 then
+  local k = 1
+  if ARGV[5] ~= '' then
+    k = 64 -- BLOCK
+  end
+  local last = redis.call('incrby', KEYS[2], k)
+  redis.call('hset', KEYS[1], 'owner', ARGV[1], 'token', last - k + 1, 'last', last, 'inbox', ARGV[5])
+  redis.call('pexpire', KEYS[1], ARGV[2])
+  return {1, last - k + 1, last}
+end
+-- [queue.lua]
 local owner = redis.call('hget', KEYS[1], 'owner')
 if owner == ARGV[1] then
   return grant_reply()
