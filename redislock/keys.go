@@ -35,7 +35,7 @@ func (k keys) lock(name string) string { return k.prefix + "{" + escapeName(name
 
 func fenceKey(lockKey string) string { return lockKey + ":fence" }
 
-// scriptKeys returns the KEYS of the scripts that start with queue.lua.
+// scriptKeys returns the KEYS of the scripts that include queue.lua.
 func scriptKeys(lockKey string) []string {
 	return []string{lockKey, fenceKey(lockKey), lockKey + ":queue", lockKey + ":waiters"}
 }
