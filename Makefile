@@ -23,14 +23,18 @@ MODULES = . \
 HELPER_MODULES = internal/testserver/dockerhelper \
 	internal/testserver/etcdserver/etcdhelper \
 	internal/testserver/mongoserver/ferretdb \
-	$(EXAMPLE_MODULES)
+	$(EXAMPLE_MODULES) $(TOOL_MODULES)
 # Example programs with dependencies of their own (the Prometheus exporter),
 # kept out of the workspace like the helpers; `make test` tests them too.
 EXAMPLE_MODULES = otellocker/example/prometheus
+# The repository's own tools with dependencies that no user may get (the
+# release command needs golang.org/x/mod): out of the workspace, never
+# released; `make test` tests them too.
+TOOL_MODULES = scripts/release
 # ./... in each module, e.g. ./redislock/...
 PACKAGES = $(subst ././...,./...,$(patsubst %,./%/...,$(MODULES)))
 
-.PHONY: all demo test test-short lint docs fuzz deps helpers install bench tidy download footprint loadreport chaos chaos-short
+.PHONY: all demo test test-short lint docs fuzz deps helpers install bench tidy download footprint release loadreport chaos chaos-short
 
 all: lint test
 
@@ -52,7 +56,7 @@ helpers:
 ## test: every test of every module, with the race detector, against real servers
 test: deps helpers
 	$(GO) test -race -timeout 20m $(PACKAGES)
-	@for m in $(EXAMPLE_MODULES); do \
+	@for m in $(EXAMPLE_MODULES) $(TOOL_MODULES); do \
 		(cd $$m && GOWORK=off $(GO) test -race ./...) || exit 1; done
 
 ## test-short: the packages that need no server
@@ -89,6 +93,16 @@ tidy:
 ## footprint: the module graph a user gets with each driver (scripts/footprint.sh)
 footprint:
 	bash scripts/footprint.sh
+
+## release: release every module of the workspace at VERSION (vX.Y.Z) in
+## this clone, pushing nothing: the release commit, where each go.mod
+## requires the others at VERSION and replaces none, tagged VERSION,
+## redislock/VERSION, ...; then the development commit, with the replace
+## directives back (scripts/release, docs/decisions.md D29)
+release:
+	@case "$(VERSION)" in v*) ;; *) echo "usage: make release VERSION=vX.Y.Z"; exit 2;; esac
+	@bash scripts/modules.sh $(MODULES) -- $(HELPER_MODULES)
+	cd scripts/release && GOWORK=off $(GO) run . -C $(CURDIR) $(VERSION)
 
 ## docs: rerun the conformance suites and regenerate docs/feature-matrix.md
 docs: deps helpers
