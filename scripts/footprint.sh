@@ -14,9 +14,10 @@
 #  2. At most BOUND modules, where BOUND is what a module that imports only
 #     the store's client library gets, plus 4 for golocker's own: the root
 #     module, the driver, the driver's test-server module (a requirement of
-#     the driver's tests: listed, but its go.mod is never read, so it brings
-#     nothing more) and go.uber.org/goleak (required by the root module's
-#     conformance package). The client-only module imports the client
+#     the driver's tests, released with the set: go mod tidy downloads it
+#     for them, but graph pruning leaves its go.mod's requirements out, so
+#     it brings nothing more) and go.uber.org/goleak (required by the root
+#     module's conformance package). The client-only module imports the client
 #     packages the driver imports and requires what the driver's go.mod
 #     requires, less golocker's modules and goleak; `bash
 #     scripts/footprint.sh -baseline` measures it again. Redis's bound, 15,
@@ -31,6 +32,10 @@
 #
 # (Measured with Go 1.26 in November 2026.) When a client's upgrade moves
 # its own count, measure again and move the bound with it.
+#
+# The replace directives stand in for a release: scripts/release's test
+# builds the same user modules from released tags and holds their graphs to
+# these bounds too.
 #
 # It prints a table and exits 1 on a violation. With the module cache warm
 # it takes a few seconds per driver.
