@@ -96,7 +96,9 @@ const (
 // Their Open takes the backend's target: comma-separated endpoints for etcd
 // and ZooKeeper, golocker's URL for SQL and MongoDB. For every golocker-X
 // configuration a stock recipe, if there is one, has a configuration whose
-// name ends in -X: the same sharing of connections.
+// name ends in -X: the same sharing of connections. On PostgreSQL and
+// MySQL the peer is the database's own lock (NativeLocks), with a
+// connection per handle: the peer of golocker-own.
 func BackendConfigs(backend string) []Config {
 	cs := []Config{
 		{Name: "golocker-own", Library: Golocker, Open: openGolockerURL(backend, false)},
@@ -111,6 +113,10 @@ func BackendConfigs(backend string) []Config {
 		cs = append(cs,
 			Config{Name: ZKLock + "-own", Library: ZKLock, Open: openZKLock(false)},
 			Config{Name: ZKLock + "-shared", Library: ZKLock, Open: openZKLock(true)})
+	case Postgres:
+		cs = append(cs, Config{Name: PGAdvisory + "-own", Library: PGAdvisory, Open: openPGAdvisory})
+	case MySQL:
+		cs = append(cs, Config{Name: MySQLGetLock + "-own", Library: MySQLGetLock, Open: openMySQLGetLock})
 	}
 	return cs
 }

@@ -4,8 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"flag"
+	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -44,10 +47,12 @@ func skipUnlessEnabled(b *testing.B, backend string) {
 }
 
 // backendTarget is a started server: what the configurations' Open takes,
-// and a request counter if there is one.
+// a request counter if there is one, and for SQL servers the DSN that
+// database/sql opens (go-sql-driver/mysql's, or a postgres:// URL for pgx).
 type backendTarget struct {
 	target string
 	count  bench.Counter
+	dsn    string
 }
 
 var (
@@ -56,14 +61,14 @@ var (
 		if s == nil {
 			return backendTarget{}
 		}
-		return backendTarget{strings.Join(s.Endpoints, ","), bench.EtcdCounter(s.Endpoints)}
+		return backendTarget{target: strings.Join(s.Endpoints, ","), count: bench.EtcdCounter(s.Endpoints)}
 	})
 	zkServer = testserver.NewLazy(&servers, func(t testserver.TB) backendTarget {
 		s := zkserver.ZooKeeper(t)
 		if s == nil {
 			return backendTarget{}
 		}
-		return backendTarget{strings.Join(s.Addrs, ","), bench.ZKCounter(s.Addrs, zkserver.FourLetterWord)}
+		return backendTarget{target: strings.Join(s.Addrs, ","), count: bench.ZKCounter(s.Addrs, zkserver.FourLetterWord)}
 	})
 	mysqlServer = testserver.NewLazy(&servers, func(t testserver.TB) backendTarget {
 		d := sqlserver.MySQL(t)
@@ -76,14 +81,14 @@ var (
 		}
 		db.SetMaxOpenConns(1)
 		t.Cleanup(func() { db.Close() })
-		return backendTarget{d.URL, bench.MySQLCounter(db)}
+		return backendTarget{target: d.URL, count: bench.MySQLCounter(db), dsn: d.DSN}
 	})
 	postgresServer = testserver.NewLazy(&servers, func(t testserver.TB) backendTarget {
 		d := sqlserver.Postgres(t)
 		if d == nil {
 			return backendTarget{}
 		}
-		return backendTarget{target: d.URL}
+		return backendTarget{target: d.URL, dsn: d.DSN}
 	})
 	sqliteServer = testserver.NewLazy(&servers, func(t testserver.TB) backendTarget {
 		return backendTarget{target: sqlserver.SQLite(t).URL}
@@ -103,17 +108,62 @@ var backendServers = map[string]*testserver.Lazy[backendTarget]{
 	bench.Mongo: mongoServer,
 }
 
+// versionQueries ask a SQL server for its version.
+var versionQueries = map[string]struct{ driver, query string }{
+	bench.Postgres: {"pgx", "SHOW server_version"},
+	bench.MySQL:    {"mysql", "SELECT VERSION()"},
+}
+
+var printedVersions sync.Map
+
+// printVersion prints the version of a SQL server once per process, as a
+// configuration line of the benchmark format ("postgres-server: 15.20"),
+// which cmd/table shows with the run's other settings. It runs before the
+// sub-benchmarks of a benchmark: their result lines are printed whole.
+func printVersion(b *testing.B, backend string, tgt backendTarget) {
+	q, ok := versionQueries[backend]
+	if !ok || tgt.dsn == "" {
+		return
+	}
+	if _, done := printedVersions.LoadOrStore(backend, true); done {
+		return
+	}
+	db, err := sql.Open(q.driver, tgt.dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var v string
+	if err := db.QueryRowContext(ctx, q.query).Scan(&v); err != nil {
+		b.Fatal(err)
+	}
+	fmt.Printf("%s-server: %s\n", backend, v)
+}
+
 // otherBackends are the backends other than Redis, in AllBackends' order.
 var otherBackends = bench.AllBackends[1:]
 
-// uncontendedConfig reports whether a configuration runs in the
-// uncontended benchmark: with one handle, own and shared are the same.
-func uncontendedConfig(name string) bool { return strings.HasSuffix(name, "-shared") }
+// uncontendedConfigs returns the configurations of a backend that run in
+// the uncontended benchmark, one per library: with one handle, own and
+// shared are the same, so a library with both runs its -shared one.
+func uncontendedConfigs(backend string) []bench.Config {
+	cs := bench.BackendConfigs(backend)
+	shared := map[string]bool{}
+	for _, c := range cs {
+		shared[c.Library] = shared[c.Library] || strings.HasSuffix(c.Name, "-shared")
+	}
+	return slices.DeleteFunc(cs, func(c bench.Config) bool {
+		return shared[c.Library] && !strings.HasSuffix(c.Name, "-shared")
+	})
+}
 
 // BenchmarkBackendUncontended is BenchmarkUncontended on the backends
 // other than Redis that -bench.backends names, one sub-benchmark per
 // backend: golocker and the stock recipe (etcd's concurrency.Mutex,
-// go-zookeeper's Lock), and golocker's driver used directly
+// go-zookeeper's Lock) or the database's own lock (pg_advisory_lock,
+// GET_LOCK), and golocker's driver used directly
 // (golocker-driver: Acquire and Release, without package locker), at least
 // -backends.uncontended.ops pairs each. The
 // libraries take turns in blocks of 100 pairs, as in
@@ -127,15 +177,13 @@ func BenchmarkBackendUncontended(b *testing.B) {
 			continue
 		}
 		tgt := backendServers[backend].Get(b)
+		printVersion(b, backend, tgt)
 		b.Run(backend, func(b *testing.B) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
 			var libs []string
 			var hs []bench.Handle
-			for _, cfg := range bench.BackendConfigs(backend) {
-				if !uncontendedConfig(cfg.Name) {
-					continue
-				}
+			for _, cfg := range uncontendedConfigs(backend) {
 				set, err := cfg.Open(ctx, tgt.target, "bench/uncontended/"+cfg.Name, 1, time.Second)
 				if err != nil {
 					b.Fatal(err)
@@ -198,6 +246,7 @@ func BenchmarkBackendContended(b *testing.B) {
 			continue
 		}
 		tgt := backendServers[backend].Get(b)
+		printVersion(b, backend, tgt)
 		for _, n := range bench.BackendContendedHandles[backend] {
 			for _, cfg := range bench.BackendConfigs(backend) {
 				b.Run(backend+"/handles="+strconv.Itoa(n)+"/"+cfg.Name, func(b *testing.B) {

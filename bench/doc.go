@@ -22,6 +22,7 @@
 //
 // The same scenarios run on the other backends (BackendConfigs,
 // RunBackend; selected with -bench.backends): golocker on etcd against
-// etcd's concurrency.Mutex, on ZooKeeper against go-zookeeper's Lock, and
-// on MySQL, PostgreSQL, SQLite and MongoDB alone.
+// etcd's concurrency.Mutex, on ZooKeeper against go-zookeeper's Lock, on
+// PostgreSQL and MySQL against the database's own lock (pg_advisory_lock,
+// GET_LOCK: NativeLocks), and on SQLite and MongoDB alone.
 package bench
