@@ -124,11 +124,21 @@ BENCH_UNCONTENDED_COUNT ?= 10
 BENCH_DURATION          ?= 3s
 BENCH_OUT               ?= results/latest
 # Backends the benchmarks run (bench/README.md): redis, etcd, zk, mysql,
-# postgres, sqlite, mongo; sql = the three SQL ones; all.
+# postgres, sqlite, mongo; sql = the three SQL ones; all. postgres,mysql
+# measures golocker's SQL driver against the database's own lock (it adds
+# minutes, so it is not in the default).
 BENCH_BACKENDS          ?= redis
 BENCHSTAT               ?= golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
 
 .PHONY: bench
+
+# The server binaries the chosen backends need, which `make deps` installs
+# when one is missing.
+comma := ,
+BENCH_BACKEND_LIST = $(subst $(comma), ,$(BENCH_BACKENDS))
+BENCH_SERVERS = redis-server \
+	$(if $(filter mysql sql all,$(BENCH_BACKEND_LIST)),mariadbd) \
+	$(if $(filter postgres sql all,$(BENCH_BACKEND_LIST)),postgres)
 
 # loadreport: the length of each load run of docs/benchmarks.md.
 LOADREPORT_DURATION ?= 10s
@@ -142,14 +152,17 @@ loadreport: deps helpers
 	LOCKER_LOADREPORT_DIR=$(CURDIR)/docs/benchmarks LOCKER_LOADREPORT_DURATION=$(LOADREPORT_DURATION) \
 		$(GO) test -count=1 -timeout 60m -run '^TestLoadReportForDocs$$' -v ./cmd/lockctl
 
-## bench: golocker's Redis driver against go-redsync/redsync and bsm/redislock
-## (bench/README.md); raw output in bench/$(BENCH_OUT).txt, tables on stdout
+## bench: golocker's Redis driver against go-redsync/redsync and bsm/redislock,
+## and its SQL driver against pg_advisory_lock and GET_LOCK (bench/README.md,
+## BENCH_BACKENDS); raw output in bench/$(BENCH_OUT).txt, tables on stdout
 ## and in bench/$(BENCH_OUT)-table.md. Each pass is one run of the test
 ## binary (one redis-server) with every configuration once, so the runs of
 ## different configurations alternate in time and a change of the machine's
 ## load falls on all of them.
 bench:
-	@command -v redis-server >/dev/null 2>&1 || $(MAKE) deps
+	@PATH="$$PATH:/usr/sbin$$(for d in /usr/lib/postgresql/*/bin; do printf ':%s' "$$d"; done)"; \
+	for b in $(BENCH_SERVERS); do \
+		command -v $$b >/dev/null 2>&1 || { $(MAKE) deps; break; }; done
 	@mkdir -p bench/results
 	@cd bench && { \
 		echo "date: $$(date -u +%Y-%m-%dT%H:%M:%SZ)"; \
