@@ -9,16 +9,13 @@ import (
 
 	"github.com/golocker/locker/backend"
 	"github.com/golocker/locker/internal/driverkit"
-	"github.com/golocker/locker/internal/ticket"
 )
 
-// Acquire implements backend.Driver: one attempt, which never waits: one
-// findOneAndUpdate with upsert (ModeUpdate), or a few reads by _id and one
-// insert (ModeHistory). A held lock is a *backend.HeldError. The first
-// attempt of a waiting acquisition (r.Since set) that does not get the
-// lock takes a ticket in the lock's queue (fair.go); its later attempts
-// read the lock first, and try only when it is free and their turn has
-// come. The HeldError's Left then also says when to look again.
+// Acquire implements backend.Driver: one attempt, which never waits and
+// keeps nothing for the next: one findOneAndUpdate with upsert
+// (ModeUpdate), or a few reads by _id and one insert (ModeHistory). A held
+// lock is a *backend.HeldError with the holder's owner, fence and
+// remaining lease; package locker decides when to try again.
 func (d *Driver) Acquire(ctx context.Context, r backend.Request) (backend.Lease, error) {
 	if err := checkRequest(r); err != nil {
 		return nil, err
@@ -28,61 +25,16 @@ func (d *Driver) Acquire(ctx context.Context, r backend.Request) (backend.Lease,
 	if err := d.ready(octx); err != nil {
 		return nil, ctxError(ctx, err)
 	}
-	a := attempt{Request: r, wait: !r.Since.IsZero()}
-	var t *ticket.Turn
-	if a.wait {
-		t = d.turns.Get(r.Name, r.Owner)
-	}
-	needTicket := a.wait && t == nil
-	if t != nil {
-		if left := d.turns.NotYet(t); left > 0 {
-			return nil, &backend.HeldError{Left: left}
+	l, err := d.store.acquire(octx, r)
+	if err != nil {
+		var he *backend.HeldError
+		if errors.As(err, &he) {
+			return nil, err
 		}
-		a.ticket = t.Ticket
-		if !d.turns.TryBlind(t) {
-			s, err := d.store.look(octx, r.Name)
-			if err != nil {
-				return nil, ctxError(ctx, err)
-			}
-			if s.Exists && !s.WorthTrying(t.Ticket) {
-				return nil, d.held(s, t)
-			}
-			needTicket = s.Exists && (t.Ticket < s.Serving || t.Ticket > s.Tickets)
-			if needTicket {
-				a.ticket = 0
-			}
-		}
-	}
-	l, s, err := d.store.acquire(octx, a)
-	switch {
-	case err != nil:
 		return nil, ctxError(ctx, err)
-	case l != nil:
-		d.turns.Forget(r.Name, r.Owner)
-		return l, nil
-	case needTicket:
-		ticket, ts, err := d.store.takeTicket(octx, r.Name)
-		if err != nil {
-			return nil, ctxError(ctx, err)
-		}
-		return nil, d.held(ts, d.turns.Record(r.Name, r.Owner, ticket))
-	case !s.Exists && t != nil && d.turns.TryBlind(t):
-		return nil, d.turns.HeadHeld(t, false)
 	}
-	if !s.Exists {
-		if s, err = d.store.look(octx, r.Name); err != nil {
-			return nil, ctxError(ctx, err)
-		}
-	}
-	return nil, d.held(s, t)
+	return l, nil
 }
-
-// state is a lock as acquire returns it or look reads it.
-type state = ticket.State
-
-// held returns the HeldError of an attempt that found s. For a waiter with
-// a ticket, Left is also bounded by when it should look again.
-func (d *Driver) held(s state, t *ticket.Turn) error { return d.turns.Held(s, t, false) }
 
 // opCtx returns a context that ends when ctx ends but has no deadline, for
 // the requests of one operation. With a deadline the Go driver sends

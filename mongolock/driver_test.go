@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/event"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -195,30 +194,4 @@ func TestQueriesUnderContention(t *testing.T) {
 	if l.PerWaiter() > 80 {
 		t.Errorf("waiting costs %.0f commands per waiter per second", l.PerWaiter())
 	}
-}
-
-// TestWaitersAreServedInArrivalOrder: waiters of separate Clients (as
-// separate processes) get the lock in the order they began to wait, and
-// the owner that releases it and locks again at once comes after them.
-func TestWaitersAreServedInArrivalOrder(t *testing.T) {
-	t.Parallel()
-	const name, waiters = "in-order", 4
-	db := mongoServer.Get(t).NewDatabase(t)
-	mc, _ := connect(t, db.URI)
-	coll := mc.Database(db.Name).Collection(mongolock.DefaultCollection)
-	ctx := drivertest.Context(t, 2*time.Minute)
-	tickets := func() int64 {
-		var doc struct {
-			Tickets int64 `bson:"tickets"`
-		}
-		if err := coll.FindOne(ctx, bson.D{{Key: "_id", Value: name}}).Decode(&doc); err == nil {
-			return doc.Tickets // ModeUpdate
-		}
-		n, err := coll.CountDocuments(ctx, bson.D{{Key: "name", Value: name}, {Key: "_id", Value: bson.D{{Key: "$regex", Value: "^t/"}}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
-	drivertest.ServedInArrivalOrder(t, ctx, db.URI, name, waiters, tickets)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -19,22 +18,17 @@ import (
 
 // historyStore is ModeHistory. A lock's state is the last document of its
 // history, "f/<n>/<name>" for n = 1, 2, …: held by its owner until its
-// expires_at, or free (no owner, freed at its at). Changing owner —
-// acquiring, releasing, force-releasing — inserts document n+1, and the
-// unique _id lets exactly one of several writers win: no decision ever
-// rests on an update that another owner could race, which is what makes
-// it correct on servers whose updates are not atomic. The fence is n. An
-// owner updates only its own document (to renew), and then checks that no
-// document n+1 exists.
+// expires_at, or free (no owner). Changing owner — acquiring, releasing,
+// force-releasing — inserts document n+1, and the unique _id lets exactly
+// one of several writers win: no decision ever rests on an update that
+// another owner could race, which is what makes it correct on servers
+// whose updates are not atomic. The fence is n. An owner updates only its
+// own document (to renew), and then checks that no document n+1 exists.
+// Fields and documents that other versions of the driver wrote (a
+// waiters' queue: "served", "at", "t/…" and "th/…" documents) are ignored.
 //
-// The queue (fair.go) is kept the same way: ticket m of name is the
-// document "t/<m>/<name>", inserted by the waiter that takes it, and each
-// history document carries served, the last ticket whose turn has been
-// used: serving is served + 1.
-//
-// Every lookup is by exact _id, which FerretDB 1.x answers from its index;
-// head documents "h/<name>" and "th/<name>" remember the last n (and m)
-// seen (hints: the history is read forward from them).
+// Every lookup is by exact _id; the head document "h/<name>" remembers a
+// recent n (a hint: the history is read forward from it).
 type historyStore struct{ d *Driver }
 
 type historyDoc struct {
@@ -43,8 +37,6 @@ type historyDoc struct {
 	N         int64     `bson:"n"`
 	Owner     string    `bson:"owner,omitempty"`
 	ExpiresAt time.Time `bson:"expires_at,omitempty"`
-	Served    int64     `bson:"served,omitempty"`
-	At        time.Time `bson:"at,omitempty"`
 }
 
 // upsert creates a head document on its first update.
@@ -52,26 +44,11 @@ var upsert = options.UpdateOne().SetUpsert(true)
 
 func stateKey(name string, n int64) string { return "f/" + strconv.FormatInt(n, 10) + "/" + name }
 
+func headKey(name string) string { return "h/" + name }
+
 // held reports whether doc holds the lock at server time now.
 func (doc *historyDoc) held(now time.Time) bool {
 	return doc != nil && doc.Owner != "" && !doc.ExpiresAt.Before(now)
-}
-
-// state is the lock's state after doc (nil: none), at server time now.
-// The number of tickets is not read: math.MaxInt64.
-func (doc *historyDoc) state(n int64, now time.Time) state {
-	s := state{Exists: true, Fence: n, Left: -1, Tickets: math.MaxInt64, Serving: 1, Lapsed: true}
-	if doc == nil {
-		return s
-	}
-	s.Serving = doc.Served + 1
-	s.Age = now.Sub(doc.At)
-	freed := doc.At
-	if doc.Owner != "" {
-		s.Owner, s.Left, freed = doc.Owner, doc.ExpiresAt.Sub(now), doc.ExpiresAt
-	}
-	s.Lapsed = s.Left <= 0 && now.Sub(freed) > claimWindow
-	return s
 }
 
 // find returns the document with _id id, or nil.
@@ -87,21 +64,20 @@ func (s historyStore) find(ctx context.Context, id string) (*historyDoc, error) 
 	return &doc, nil
 }
 
-// last returns the last document of a series ("f" for name's history, "t"
-// for its tickets; nil if there is none), its number (0 if none) and the
-// hint it read forward from.
-func (s historyStore) last(ctx context.Context, series, name string) (*historyDoc, int64, int64, error) {
+// last returns the last document of name's history (nil if there is
+// none), its number (0 if none) and the hint it read forward from.
+func (s historyStore) last(ctx context.Context, name string) (*historyDoc, int64, int64, error) {
 	var head struct {
 		N int64 `bson:"n"`
 	}
-	err := s.d.coll.FindOne(ctx, bson.D{{Key: "_id", Value: headKey(series, name)}}).Decode(&head)
+	err := s.d.coll.FindOne(ctx, bson.D{{Key: "_id", Value: headKey(name)}}).Decode(&head)
 	if err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
 		return nil, 0, 0, err
 	}
 	n := max(head.N, 1)
 	var last *historyDoc
 	for {
-		doc, err := s.find(ctx, series+"/"+strconv.FormatInt(n, 10)+"/"+name)
+		doc, err := s.find(ctx, stateKey(name, n))
 		if err != nil {
 			return nil, 0, 0, err
 		}
@@ -113,24 +89,15 @@ func (s historyStore) last(ctx context.Context, series, name string) (*historyDo
 	}
 }
 
-// headKey is the _id of a series' hint: "h/<name>" for the history (as
-// before tickets), "th/<name>" for the tickets.
-func headKey(series, name string) string {
-	if series == "f" {
-		return "h/" + name
-	}
-	return series + "h/" + name
-}
-
-// hintLag is how far a hint may fall behind the last document before an
-// append moves it: reads are cheaper than writes.
+// hintLag is how far the hint may fall behind the last document before an
+// acquisition moves it: reads are cheaper than writes.
 const hintLag = 4
 
-// append inserts doc (its ID set) as number doc.N of its series, after a
-// read that started from hint; it reports false when another writer
-// inserted it first.
-func (s historyStore) append(ctx context.Context, series string, doc historyDoc, hint int64) (bool, error) {
-	doc.ID = series + "/" + strconv.FormatInt(doc.N, 10) + "/" + doc.Name
+// append inserts doc as number doc.N of its name's history, after a read
+// that started from hint; it reports false when another writer inserted
+// it first.
+func (s historyStore) append(ctx context.Context, doc historyDoc, hint int64) (bool, error) {
+	doc.ID = stateKey(doc.Name, doc.N)
 	_, err := s.d.coll.InsertOne(ctx, doc)
 	if mongo.IsDuplicateKeyError(err) {
 		return false, nil
@@ -143,54 +110,41 @@ func (s historyStore) append(ctx context.Context, series string, doc historyDoc,
 		// everywhere): reading forward from any earlier n still finds the
 		// last document.
 		upd := bson.D{{Key: "$max", Value: bson.D{{Key: "n", Value: doc.N}}}}
-		_, _ = s.d.coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: headKey(series, doc.Name)}}, upd, upsert)
+		_, _ = s.d.coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: headKey(doc.Name)}}, upd, upsert)
 	}
 	return true, nil
 }
 
-func (s historyStore) acquire(ctx context.Context, a attempt) (*lease, state, error) {
+// acquire reads the history forward from the hint and, if the lock is
+// free, inserts the next document with the owner. An insert that another
+// writer beat means the lock changed hands between the read and the
+// insert: the history is read again (at most twice) to name the new
+// holder.
+func (s historyStore) acquire(ctx context.Context, r backend.Request) (*lease, error) {
 	for range 3 {
-		last, n, hint, err := s.last(ctx, "f", a.Name)
+		last, n, hint, err := s.last(ctx, r.Name)
 		if err != nil {
-			return nil, state{}, err
+			return nil, err
 		}
 		now := s.d.serverNow(ctx)
-		st := last.state(n, now)
-		if st.Left > 0 {
-			return nil, st, nil
-		}
-		granted := !a.wait || a.ticket == st.Serving || (a.ticket > st.Serving && st.Lapsed) || (a.ticket == 0 && st.Lapsed)
-		if !granted && a.ticket == 0 {
-			// A new waiter takes a free lock only if nobody queues (or
-			// the head lapsed).
-			_, tickets, _, err := s.last(ctx, "t", a.Name)
-			if err != nil {
-				return nil, state{}, err
-			}
-			granted = st.Serving > tickets
-		}
-		if !granted {
-			return nil, st, nil
-		}
-		served := st.Serving - 1
-		if a.ticket > served {
-			served = a.ticket // the turn passes on
+		if last.held(now) {
+			return nil, heldBy(last.Owner, n, last.ExpiresAt, now)
 		}
 		start := time.Now()
-		ok, err := s.append(ctx, "f", historyDoc{Name: a.Name, N: n + 1, Owner: a.Owner, Served: served, At: now,
-			ExpiresAt: now.Add(time.Duration(leaseMs(a.TTL)) * time.Millisecond)}, hint)
+		ok, err := s.append(ctx, historyDoc{Name: r.Name, N: n + 1, Owner: r.Owner,
+			ExpiresAt: now.Add(time.Duration(leaseMs(r.TTL)) * time.Millisecond)}, hint)
 		if err != nil {
 			if !definite(err) {
-				s.claim(ctx, a.Request, n+1)
+				s.claim(ctx, r, n+1)
 			}
-			return nil, state{}, err
+			return nil, err
 		}
 		if ok {
-			return s.d.newLease(a.Request, n+1, start), state{}, nil
+			return s.d.newLease(r, n+1, start), nil
 		}
-		// Another writer changed the lock first: look again.
 	}
-	return nil, state{}, nil
+	// The lock changed hands three times during this attempt.
+	return nil, &backend.HeldError{}
 }
 
 // claim settles an insert of document n whose outcome is unknown (it may
@@ -200,54 +154,25 @@ func (s historyStore) acquire(ctx context.Context, a attempt) (*lease, state, er
 func (s historyStore) claim(ctx context.Context, r backend.Request, n int64) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	ok, err := s.append(ctx, "f", historyDoc{Name: r.Name, N: n}, n)
+	ok, err := s.append(ctx, historyDoc{Name: r.Name, N: n}, n)
 	if ok || err != nil {
 		return
 	}
 	if doc, err := s.find(ctx, stateKey(r.Name, n)); err == nil && doc != nil && doc.Owner == r.Owner {
-		_, _ = s.append(ctx, "f", historyDoc{Name: r.Name, N: n + 1, Served: doc.Served, At: s.d.serverNow(ctx)}, n)
+		_, _ = s.append(ctx, historyDoc{Name: r.Name, N: n + 1}, n)
 	}
 }
 
-// takeTicket inserts the next ticket document of name.
-func (s historyStore) takeTicket(ctx context.Context, name string) (int64, state, error) {
-	_, m, hint, err := s.last(ctx, "t", name)
-	if err != nil {
-		return 0, state{}, err
-	}
-	for range 5 {
-		m++
-		ok, err := s.append(ctx, "t", historyDoc{Name: name, N: m}, hint)
-		if err != nil {
-			return 0, state{}, err
-		}
-		if ok {
-			st, err := s.look(ctx, name)
-			st.Tickets = m
-			return m, st, err
-		}
-	}
-	return 0, state{}, errors.New("mongolock: too many waiters took a ticket at once; trying again")
-}
-
-func (s historyStore) look(ctx context.Context, name string) (state, error) {
-	last, n, _, err := s.last(ctx, "f", name)
-	if err != nil {
-		return state{}, err
-	}
-	return last.state(n, s.d.serverNow(ctx)), nil
-}
-
-// mine returns the lease's own document if it still holds the lock.
-func (s historyStore) mine(ctx context.Context, l *lease) (*historyDoc, error) {
+// mine returns nil if the lease's own document still holds the lock.
+func (s historyStore) mine(ctx context.Context, l *lease) error {
 	doc, err := s.find(ctx, stateKey(l.Name, int64(l.Fence)))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if doc == nil || doc.Owner != l.Owner || !doc.held(s.d.serverNow(ctx)) {
-		return nil, backend.ErrLost
+		return backend.ErrLost
 	}
-	return doc, nil
+	return nil
 }
 
 // renew updates the owner's own document — nobody else writes it — and
@@ -320,11 +245,10 @@ func (s historyStore) renewBatch(ctx context.Context, leases []*lease, ttl time.
 // appended first (the lease ran out and the lock was taken, or it was
 // forced off), the hold was lost.
 func (s historyStore) release(ctx context.Context, l *lease) error {
-	doc, err := s.mine(ctx, l)
-	if err != nil {
+	if err := s.mine(ctx, l); err != nil {
 		return err
 	}
-	ok, err := s.append(ctx, "f", historyDoc{Name: l.Name, N: int64(l.Fence) + 1, Served: doc.Served, At: s.d.serverNow(ctx)}, int64(l.Fence))
+	ok, err := s.append(ctx, historyDoc{Name: l.Name, N: int64(l.Fence) + 1}, int64(l.Fence))
 	if err != nil {
 		return err
 	}
@@ -335,25 +259,24 @@ func (s historyStore) release(ctx context.Context, l *lease) error {
 }
 
 func (s historyStore) releaseAny(ctx context.Context, name, owner string) error {
-	last, n, hint, err := s.last(ctx, "f", name)
+	last, n, hint, err := s.last(ctx, name)
 	if err != nil || last == nil || last.Owner != owner {
 		return err
 	}
-	_, err = s.append(ctx, "f", historyDoc{Name: name, N: n + 1, Served: last.Served, At: s.d.serverNow(ctx)}, hint)
+	_, err = s.append(ctx, historyDoc{Name: name, N: n + 1}, hint)
 	return err
 }
 
 func (s historyStore) forceRelease(ctx context.Context, name string) error {
 	for range 3 {
-		last, n, hint, err := s.last(ctx, "f", name)
+		last, n, hint, err := s.last(ctx, name)
 		if err != nil {
 			return err
 		}
-		now := s.d.serverNow(ctx)
-		if !last.held(now) {
+		if !last.held(s.d.serverNow(ctx)) {
 			return fmt.Errorf("%w: nobody holds it", backend.ErrNotHeld)
 		}
-		ok, err := s.append(ctx, "f", historyDoc{Name: name, N: n + 1, Served: last.Served, At: now}, hint)
+		ok, err := s.append(ctx, historyDoc{Name: name, N: n + 1}, hint)
 		if err != nil || ok {
 			return err
 		}

@@ -17,7 +17,6 @@ import (
 
 	"github.com/golocker/locker/backend"
 	"github.com/golocker/locker/internal/driverkit"
-	"github.com/golocker/locker/internal/ticket"
 )
 
 // MaxNameLen is the longest lock name the driver stores, in bytes: every
@@ -42,8 +41,7 @@ type Driver struct {
 	database string
 	collName string
 	caps     backend.Capabilities
-	log      *logSink     // the SetLogger logger, also the mongo.Client's sink
-	turns    ticket.Queue // the places of this Driver's waiters (fair.go)
+	log      *logSink // the SetLogger logger, also the mongo.Client's sink
 
 	// Set once by ready, read after it.
 	setup    driverkit.Setup
@@ -97,14 +95,13 @@ func newDriver(client *mongo.Client, owned bool, log *logSink, opts []Option) (*
 			Expiry:       true,
 			CrossProcess: true,
 		},
-		turns:   ticket.Queue{Window: claimWindow},
 		wallNow: time.Now,
 		life:    driverkit.NewLife(),
 	}, nil
 }
 
 // Capabilities implements backend.Driver: Fencing, Expiry and
-// CrossProcess. Waiters poll, in turn.
+// CrossProcess. Waiters poll (package locker's back-off).
 func (d *Driver) Capabilities() backend.Capabilities { return d.caps }
 
 // SetLogger implements backend.LogSetter: the Go driver's log messages, for

@@ -10,38 +10,26 @@ import (
 // Storage modes, chosen on first use by what the server can do.
 const (
 	// ModeUpdate keeps one document per name, {_id: name, owner,
-	// expires_at, fence, tickets, serving, serving_at}, changed by atomic
-	// single-document updates on the server's clock ($$NOW in update
-	// pipelines and $expr): MongoDB 4.2 and later.
+	// expires_at, fence}, changed by atomic single-document updates on
+	// the server's clock ($$NOW in update pipelines and $expr): MongoDB
+	// 4.2 and later.
 	ModeUpdate = "update"
 	// ModeHistory never updates a document that another owner may write:
 	// every change of a lock's owner inserts the next document of its
-	// history, {_id: "f/<fence>/<name>"}, and every ticket of its queue
-	// is a document {_id: "t/<ticket>/<name>"}; the unique _id lets one
+	// history, {_id: "f/<fence>/<name>"}, and the unique _id lets one
 	// writer win. It serves servers without update pipelines, among them
 	// FerretDB 1.x, whose findAndModify is not atomic (it reads, then
 	// writes by _id). Times are the local clock corrected by the offset
 	// to the server's clock measured with hello. The history grows by
-	// two small documents per acquisition, and one per wait.
+	// two small documents per acquisition.
 	ModeHistory = "history"
 )
 
-// attempt is one acquisition attempt: ticket is the waiter's ticket (0:
-// none), wait tells a waiting acquisition from a single attempt.
-type attempt struct {
-	backend.Request
-	ticket int64
-	wait   bool
-}
-
 // store is one storage mode's operations.
 type store interface {
-	// acquire makes one attempt: a lease, or nil and the lock's state.
-	acquire(ctx context.Context, a attempt) (*lease, state, error)
-	// takeTicket gives the waiter the next ticket of name's queue.
-	takeTicket(ctx context.Context, name string) (int64, state, error)
-	// look reads name's state; exists is false when there is none.
-	look(ctx context.Context, name string) (state, error)
+	// acquire makes one attempt: a lease, or a *backend.HeldError that
+	// names the holder.
+	acquire(ctx context.Context, r backend.Request) (*lease, error)
 	renew(ctx context.Context, l *lease, ttl time.Duration) error
 	// renewBatch renews leases (all of this store) to ttl and sets errs.
 	renewBatch(ctx context.Context, leases []*lease, ttl time.Duration, errs []error)
@@ -56,4 +44,13 @@ type store interface {
 // rounded up.
 func leaseMs(ttl time.Duration) int64 {
 	return int64(max((ttl+time.Millisecond-1)/time.Millisecond, 1))
+}
+
+// heldBy is the answer of an attempt that found the lock held by owner
+// with fence, its lease ending at expires on the server's clock, now
+// (estimated) being the server's time. A lease that the server still
+// counts as running but the estimate sees ended has a moment left: the
+// estimate is off by up to half a round trip.
+func heldBy(owner string, fence int64, expires, now time.Time) *backend.HeldError {
+	return &backend.HeldError{Owner: owner, Token: uint64(fence), Left: max(expires.Sub(now), time.Millisecond)}
 }

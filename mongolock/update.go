@@ -15,35 +15,21 @@ import (
 )
 
 // updateStore is ModeUpdate: one document per name, atomic updates, and
-// every "now" is the server's $$NOW. Only the name, the owner, the lease
-// length and the waiter's ticket come from the client.
+// every "now" is the server's $$NOW. Only the name, the owner and the
+// lease length come from the client. Fields that other versions of the
+// driver wrote (a waiters' queue's counters) are left alone and never
+// read.
 type updateStore struct{ d *Driver }
 
-// Expressions on the document as it was. Missing fields (a document
-// created by an earlier version, or the upsert's new one) read as a free
-// lock with an empty queue.
+// Expressions on the document as it was. Missing fields (the upsert's new
+// document, a released one) read as a free lock.
 var (
-	fOwner   = bson.D{{Key: "$ifNull", Value: bson.A{"$owner", ""}}}
-	fTickets = bson.D{{Key: "$ifNull", Value: bson.A{"$tickets", int64(0)}}}
-	fServing = bson.D{{Key: "$ifNull", Value: bson.A{"$serving", int64(1)}}}
-	fFence   = bson.D{{Key: "$ifNull", Value: bson.A{"$fence", int64(0)}}}
+	fOwner = bson.D{{Key: "$ifNull", Value: bson.A{"$owner", ""}}}
+	fFence = bson.D{{Key: "$ifNull", Value: bson.A{"$fence", int64(0)}}}
 	// free: no owner, or a lease that ran out.
 	free = bson.D{{Key: "$or", Value: bson.A{
 		bson.D{{Key: "$eq", Value: bson.A{fOwner, ""}}},
 		bson.D{{Key: "$lt", Value: bson.A{"$expires_at", "$$NOW"}}},
-	}}}
-	// empty: nobody queues.
-	empty = bson.D{{Key: "$gt", Value: bson.A{fServing, fTickets}}}
-	// lapsed: free for claimWindow, and the turn older than that (a
-	// release sets expires_at to its time).
-	lapsed = bson.D{{Key: "$and", Value: bson.A{free,
-		bson.D{{Key: "$lt", Value: bson.A{
-			bson.D{{Key: "$max", Value: bson.A{
-				bson.D{{Key: "$ifNull", Value: bson.A{"$serving_at", time.Unix(0, 0)}}},
-				bson.D{{Key: "$ifNull", Value: bson.A{"$expires_at", time.Unix(0, 0)}}},
-			}}},
-			bson.D{{Key: "$subtract", Value: bson.A{"$$NOW", claimWindow.Milliseconds()}}},
-		}}},
 	}}}
 	// running matches a lease that has not run out.
 	running = bson.E{Key: "$expr", Value: bson.D{{Key: "$gte", Value: bson.A{"$expires_at", "$$NOW"}}}}
@@ -66,77 +52,51 @@ func cond(ifExpr, then, els any) bson.D {
 	return bson.D{{Key: "$cond", Value: bson.A{ifExpr, then, els}}}
 }
 
-// acquire is one findOneAndUpdate with upsert on {_id: name, grant}: it
-// takes the document, or creates it held (fence 1); a duplicate key error
-// means that the document exists and the lock is not granted. A grant of
-// the waiter whose turn it is passes the turn to the next ticket.
-func (s updateStore) acquire(ctx context.Context, a attempt) (*lease, state, error) {
-	tk := a.ticket
-	wait := int64(0)
-	if a.wait {
-		wait = 1
-	}
-	// head: the waiter's ticket is served, or follows a lapsed head.
-	head := bson.D{{Key: "$and", Value: bson.A{
-		bson.D{{Key: "$gt", Value: bson.A{tk, int64(0)}}},
-		bson.D{{Key: "$lte", Value: bson.A{tk, fTickets}}},
-		bson.D{{Key: "$or", Value: bson.A{
-			bson.D{{Key: "$eq", Value: bson.A{tk, fServing}}},
-			bson.D{{Key: "$and", Value: bson.A{bson.D{{Key: "$gt", Value: bson.A{tk, fServing}}}, lapsed}}},
-		}}},
-	}}}
-	// grant: a single attempt, nobody queues, the waiter's turn, or a new
-	// waiter behind a lapsed head.
-	grant := bson.D{{Key: "$and", Value: bson.A{free, bson.D{{Key: "$or", Value: bson.A{
-		bson.D{{Key: "$eq", Value: bson.A{wait, int64(0)}}}, empty, head,
-		bson.D{{Key: "$and", Value: bson.A{bson.D{{Key: "$eq", Value: bson.A{tk, int64(0)}}}, lapsed}}},
-	}}}}}}
-	turnMoves := bson.D{{Key: "$and", Value: bson.A{
-		bson.D{{Key: "$gt", Value: bson.A{tk, int64(0)}}},
-		bson.D{{Key: "$gte", Value: bson.A{tk, fServing}}},
-		bson.D{{Key: "$lte", Value: bson.A{tk, fTickets}}},
-	}}}
-	filter := bson.D{{Key: "_id", Value: a.Name}, {Key: "$expr", Value: grant}}
+// acquire is one findOneAndUpdate with upsert that returns the document
+// as it leaves it: a free lock becomes the owner's (fence + 1, a new
+// document fence 1), a held one stays as it is (a no-op write) and names
+// its holder. The filter leaves out a document that this owner already
+// holds, which only an earlier attempt whose outcome was unknown can have
+// written: that hold is not this attempt's grant (its clean-up releases
+// it), so the upsert then fails with a duplicate key error, as it does
+// when another attempt created the document first, and a read names the
+// holder.
+func (s updateStore) acquire(ctx context.Context, r backend.Request) (*lease, error) {
+	filter := bson.D{{Key: "_id", Value: r.Name}, {Key: "owner", Value: bson.D{{Key: "$ne", Value: r.Owner}}}}
 	update := bson.A{bson.D{{Key: "$set", Value: bson.D{
-		{Key: "owner", Value: bson.D{{Key: "$literal", Value: a.Owner}}},
-		{Key: "fence", Value: bson.D{{Key: "$add", Value: bson.A{fFence, int64(1)}}}},
-		{Key: "expires_at", Value: expiresIn(a.TTL)},
-		{Key: "tickets", Value: fTickets},
-		{Key: "serving", Value: cond(turnMoves, tk+1, fServing)},
-		{Key: "serving_at", Value: cond(turnMoves, "$$NOW", "$serving_at")},
+		{Key: "owner", Value: cond(free, bson.D{{Key: "$literal", Value: r.Owner}}, "$owner")},
+		{Key: "fence", Value: cond(free, bson.D{{Key: "$add", Value: bson.A{fFence, int64(1)}}}, "$fence")},
+		{Key: "expires_at", Value: cond(free, expiresIn(r.TTL), "$expires_at")},
 	}}}}
 	opts := options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(options.After)
 	start := time.Now()
-	var doc struct {
-		Fence int64 `bson:"fence"`
-	}
+	var doc lockDoc
 	err := s.d.coll.FindOneAndUpdate(ctx, filter, update, opts).Decode(&doc)
 	switch {
+	case err == nil && doc.Owner == r.Owner:
+		return s.d.newLease(r, doc.Fence, start), nil
 	case err == nil:
-		return s.d.newLease(a.Request, doc.Fence, start), state{}, nil
+		return nil, heldBy(doc.Owner, doc.Fence, doc.ExpiresAt, s.d.serverNow(ctx))
 	case mongo.IsDuplicateKeyError(err):
-		return nil, state{}, nil
+		return nil, s.holder(ctx, r.Name)
 	case !definite(err):
-		s.d.cleanup(ctx, a.Request)
+		s.d.cleanup(ctx, r)
 	}
-	return nil, state{}, err
+	return nil, err
 }
 
-// takeTicket is one findOneAndUpdate: tickets + 1 is the waiter's; the
-// first ticket of an empty queue has its turn at once.
-func (s updateStore) takeTicket(ctx context.Context, name string) (int64, state, error) {
-	update := bson.A{bson.D{{Key: "$set", Value: bson.D{
-		{Key: "tickets", Value: bson.D{{Key: "$add", Value: bson.A{fTickets, int64(1)}}}},
-		{Key: "serving", Value: fServing},
-		{Key: "serving_at", Value: cond(empty, "$$NOW", "$serving_at")},
-	}}}}
+// holder returns the HeldError that names name's holder as a read finds
+// it, or the read's error.
+func (s updateStore) holder(ctx context.Context, name string) error {
 	var doc lockDoc
-	err := s.d.coll.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: name}}, update,
-		options.FindOneAndUpdate().SetReturnDocument(options.After)).Decode(&doc)
-	if err != nil {
-		return 0, state{}, err
+	if err := s.d.coll.FindOne(ctx, bson.D{{Key: "_id", Value: name}}).Decode(&doc); err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
+		return err
 	}
-	return doc.Tickets, doc.state(s.d.serverNow(ctx)), nil
+	if doc.Owner == "" {
+		// Freed since the attempt: the next one may take it.
+		return &backend.HeldError{}
+	}
+	return heldBy(doc.Owner, doc.Fence, doc.ExpiresAt, s.d.serverNow(ctx))
 }
 
 // lockDoc is a lock's document.
@@ -145,35 +105,6 @@ type lockDoc struct {
 	Owner     string    `bson:"owner"`
 	Fence     int64     `bson:"fence"`
 	ExpiresAt time.Time `bson:"expires_at"`
-	Tickets   int64     `bson:"tickets"`
-	Serving   int64     `bson:"serving"`
-	ServingAt time.Time `bson:"serving_at"`
-}
-
-// state is the document's state at server time now (an estimate: the
-// server decides with $$NOW).
-func (doc *lockDoc) state(now time.Time) state {
-	s := state{Exists: true, Owner: doc.Owner, Fence: doc.Fence, Tickets: doc.Tickets, Serving: max(doc.Serving, 1), Left: -1}
-	if doc.Owner != "" {
-		s.Left = doc.ExpiresAt.Sub(now)
-	}
-	if !doc.ServingAt.IsZero() {
-		s.Age = now.Sub(doc.ServingAt)
-	}
-	s.Lapsed = s.Left <= 0 && now.Sub(doc.ExpiresAt) > claimWindow && (doc.ServingAt.IsZero() || s.Age > claimWindow)
-	return s
-}
-
-func (s updateStore) look(ctx context.Context, name string) (state, error) {
-	var doc lockDoc
-	err := s.d.coll.FindOne(ctx, bson.D{{Key: "_id", Value: name}}).Decode(&doc)
-	if errors.Is(err, mongo.ErrNoDocuments) {
-		return state{}, nil
-	}
-	if err != nil {
-		return state{}, err
-	}
-	return doc.state(s.d.serverNow(ctx)), nil
 }
 
 func (s updateStore) renew(ctx context.Context, l *lease, ttl time.Duration) error {
