@@ -13,9 +13,10 @@ import (
 
 // Acquire implements backend.Driver: one attempt, which never waits and
 // keeps nothing for the next: one findOneAndUpdate with upsert
-// (ModeUpdate), or a few reads by _id and one insert (ModeHistory). A held
-// lock is a *backend.HeldError with the holder's owner, fence and
-// remaining lease; package locker decides when to try again.
+// (ModeUpdate), or a few reads by _id, an insert if the lock is free and,
+// once granted, an update of the head (ModeHistory). A held lock is a
+// *backend.HeldError with the holder's owner, fence and remaining lease;
+// package locker decides when to try again.
 func (d *Driver) Acquire(ctx context.Context, r backend.Request) (backend.Lease, error) {
 	if err := checkRequest(r); err != nil {
 		return nil, err

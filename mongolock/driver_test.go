@@ -169,8 +169,14 @@ func TestLockerOpen(t *testing.T) {
 }
 
 // TestQueriesUnderContention measures what waiting costs the server, in
-// commands counted by a command monitor, for docs/drivers/mongodb.md. It
-// asserts only loose bounds.
+// commands counted by a command monitor, for docs/drivers/mongodb.md. A
+// waiter's look is one attempt: in ModeUpdate one findAndModify, in
+// ModeHistory two reads (the head and the document after the one it
+// names) while the lock is held. Package locker's back-off looks about
+// five times a second at its cap (a pause drawn from 125–250 ms), so a
+// waiter costs about 11 commands a second in ModeHistory (10–13
+// measured): the bound catches a look that costs twice as many commands,
+// or a waiter that looks twice as often.
 func TestQueriesUnderContention(t *testing.T) {
 	if testing.Short() {
 		t.Skip("measurement")
@@ -191,7 +197,7 @@ func TestQueriesUnderContention(t *testing.T) {
 	}
 	l := drivertest.MeasureLoad(t, ctx, 8, newClient, cmds.Load)
 	t.Logf("mongodb (%s): %s", last.Mode(), l.Summary("commands"))
-	if l.PerWaiter() > 80 {
-		t.Errorf("waiting costs %.0f commands per waiter per second", l.PerWaiter())
+	if l.PerWaiter() > 25 {
+		t.Errorf("waiting costs %.1f commands per waiter per second, want at most 25", l.PerWaiter())
 	}
 }

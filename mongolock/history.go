@@ -22,13 +22,17 @@ import (
 // force-releasing — inserts document n+1, and the unique _id lets exactly
 // one of several writers win: no decision ever rests on an update that
 // another owner could race, which is what makes it correct on servers
-// whose updates are not atomic. The fence is n. An owner updates only its
-// own document (to renew), and then checks that no document n+1 exists.
-// Fields and documents that other versions of the driver wrote (a
-// waiters' queue: "served", "at", "t/…" and "th/…" documents) are ignored.
+// whose updates are not atomic. The fence is n. A history document is
+// never rewritten but by its owner, who only extends its lease (to renew)
+// and then checks that no document n+1 exists.
 //
-// Every lookup is by exact _id; the head document "h/<name>" remembers a
-// recent n (a hint: the history is read forward from it).
+// Every lookup is by exact _id. The head document "h/<name>" is a hint:
+// the number of a recent acquisition's document and a copy of it, which
+// its owner writes after the insert. Reading the history starts there, so
+// a look at a lock that is held takes two reads: the head, and document
+// n+1 to see that none follows. Fields and documents that other versions
+// of the driver wrote (a waiters' queue: "served", "at", "t/…" and "th/…"
+// documents, a head without a copy) are ignored.
 type historyStore struct{ d *Driver }
 
 type historyDoc struct {
@@ -39,8 +43,20 @@ type historyDoc struct {
 	ExpiresAt time.Time `bson:"expires_at,omitempty"`
 }
 
-// upsert creates a head document on its first update.
-var upsert = options.UpdateOne().SetUpsert(true)
+// headDoc is a lock's head: N is a recent acquisition's document, Copy
+// the owner and lease of document Copy.N as its acquisition wrote them
+// (nil in a head that another version wrote).
+type headDoc struct {
+	N    int64 `bson:"n"`
+	Copy *struct {
+		N         int64     `bson:"n"`
+		Owner     string    `bson:"owner"`
+		ExpiresAt time.Time `bson:"expires_at"`
+	} `bson:"copy"`
+}
+
+// pointUpsert creates a head document on its first update.
+var pointUpsert = options.UpdateOne().SetUpsert(true)
 
 func stateKey(name string, n int64) string { return "f/" + strconv.FormatInt(n, 10) + "/" + name }
 
@@ -65,38 +81,47 @@ func (s historyStore) find(ctx context.Context, id string) (*historyDoc, error) 
 }
 
 // last returns the last document of name's history (nil if there is
-// none), its number (0 if none) and the hint it read forward from.
-func (s historyStore) last(ctx context.Context, name string) (*historyDoc, int64, int64, error) {
-	var head struct {
-		N int64 `bson:"n"`
-	}
+// none) and its number (0 if none). It reads the head, then the history
+// forward from the head's document until one is missing. The head's copy
+// stands for its document while the copy's lease runs: the document's
+// own lease is at least as long (renewals only extend it), and the
+// following read sees whether anything came after it.
+func (s historyStore) last(ctx context.Context, name string) (*historyDoc, int64, error) {
+	var head headDoc
 	err := s.d.coll.FindOne(ctx, bson.D{{Key: "_id", Value: headKey(name)}}).Decode(&head)
 	if err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
-		return nil, 0, 0, err
+		return nil, 0, err
 	}
-	n := max(head.N, 1)
+	n := head.N
 	var last *historyDoc
+	if c := head.Copy; n > 0 && c != nil && c.N == n && c.Owner != "" && !c.ExpiresAt.Before(s.d.serverNow(ctx)) {
+		last = &historyDoc{Name: name, N: n, Owner: c.Owner, ExpiresAt: c.ExpiresAt}
+	} else if n > 0 {
+		if last, err = s.find(ctx, stateKey(name, n)); err != nil {
+			return nil, 0, err
+		}
+		if last == nil {
+			// A head ahead of the history, which this driver never
+			// writes: read the history from its start.
+			n = 0
+		}
+	}
 	for {
-		doc, err := s.find(ctx, stateKey(name, n))
+		doc, err := s.find(ctx, stateKey(name, n+1))
 		if err != nil {
-			return nil, 0, 0, err
+			return nil, 0, err
 		}
 		if doc == nil {
-			return last, n - 1, head.N, nil
+			return last, n, nil
 		}
 		last = doc
 		n++
 	}
 }
 
-// hintLag is how far the hint may fall behind the last document before an
-// acquisition moves it: reads are cheaper than writes.
-const hintLag = 4
-
-// append inserts doc as number doc.N of its name's history, after a read
-// that started from hint; it reports false when another writer inserted
-// it first.
-func (s historyStore) append(ctx context.Context, doc historyDoc, hint int64) (bool, error) {
+// append inserts doc as number doc.N of its name's history; it reports
+// false when another writer inserted it first.
+func (s historyStore) append(ctx context.Context, doc historyDoc) (bool, error) {
 	doc.ID = stateKey(doc.Name, doc.N)
 	_, err := s.d.coll.InsertOne(ctx, doc)
 	if mongo.IsDuplicateKeyError(err) {
@@ -105,34 +130,45 @@ func (s historyStore) append(ctx context.Context, doc historyDoc, hint int64) (b
 	if err != nil {
 		return false, err
 	}
-	if doc.N-hint > hintLag {
-		// A racing writer may set the hint lower (updates are not atomic
-		// everywhere): reading forward from any earlier n still finds the
-		// last document.
-		upd := bson.D{{Key: "$max", Value: bson.D{{Key: "n", Value: doc.N}}}}
-		_, _ = s.d.coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: headKey(doc.Name)}}, upd, upsert)
-	}
 	return true, nil
 }
 
-// acquire reads the history forward from the hint and, if the lock is
-// free, inserts the next document with the owner. An insert that another
-// writer beat means the lock changed hands between the read and the
-// insert: the history is read again (at most twice) to name the new
-// holder.
+// point makes the head name the acquisition doc, with a copy of it. The
+// filter is the _id alone, which FerretDB 1.x answers from its index (a
+// filter with more fields reads the collection). A head that names a
+// later document keeps its number ($max) but takes this copy, which then
+// stands for nothing (last reads that document itself); on servers whose
+// updates are not atomic a racing writer may even leave the number
+// behind. Either way the head is only where reading starts, and an error
+// is ignored: reading forward finds the last document all the same.
+func (s historyStore) point(ctx context.Context, doc historyDoc) {
+	update := bson.D{
+		{Key: "$max", Value: bson.D{{Key: "n", Value: doc.N}}},
+		{Key: "$set", Value: bson.D{{Key: "copy", Value: bson.D{
+			{Key: "n", Value: doc.N}, {Key: "owner", Value: doc.Owner}, {Key: "expires_at", Value: doc.ExpiresAt},
+		}}}},
+	}
+	_, _ = s.d.coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: headKey(doc.Name)}}, update, pointUpsert)
+}
+
+// acquire reads the history and, if the lock is free, inserts the next
+// document with the owner, then points the head at it. An insert that
+// another writer beat is answered by the document that won, which names
+// the new holder; if it is free (a clean-up's), the attempt inserts after
+// it, at most three times in all.
 func (s historyStore) acquire(ctx context.Context, r backend.Request) (*lease, error) {
+	last, n, err := s.last(ctx, r.Name)
+	if err != nil {
+		return nil, err
+	}
 	for range 3 {
-		last, n, hint, err := s.last(ctx, r.Name)
-		if err != nil {
-			return nil, err
-		}
 		now := s.d.serverNow(ctx)
 		if last.held(now) {
 			return nil, heldBy(last.Owner, n, last.ExpiresAt, now)
 		}
 		start := time.Now()
-		ok, err := s.append(ctx, historyDoc{Name: r.Name, N: n + 1, Owner: r.Owner,
-			ExpiresAt: now.Add(time.Duration(leaseMs(r.TTL)) * time.Millisecond)}, hint)
+		doc := historyDoc{Name: r.Name, N: n + 1, Owner: r.Owner, ExpiresAt: now.Add(time.Duration(leaseMs(r.TTL)) * time.Millisecond)}
+		ok, err := s.append(ctx, doc)
 		if err != nil {
 			if !definite(err) {
 				s.claim(ctx, r, n+1)
@@ -140,7 +176,14 @@ func (s historyStore) acquire(ctx context.Context, r backend.Request) (*lease, e
 			return nil, err
 		}
 		if ok {
-			return s.d.newLease(r, n+1, start), nil
+			s.point(ctx, doc)
+			l := s.d.newLease(r, n+1, start)
+			l.expires.Store(doc.ExpiresAt.UnixNano())
+			return l, nil
+		}
+		n++
+		if last, err = s.find(ctx, stateKey(r.Name, n)); err != nil {
+			return nil, err
 		}
 	}
 	// The lock changed hands three times during this attempt.
@@ -154,12 +197,12 @@ func (s historyStore) acquire(ctx context.Context, r backend.Request) (*lease, e
 func (s historyStore) claim(ctx context.Context, r backend.Request, n int64) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	ok, err := s.append(ctx, historyDoc{Name: r.Name, N: n}, n)
+	ok, err := s.append(ctx, historyDoc{Name: r.Name, N: n})
 	if ok || err != nil {
 		return
 	}
 	if doc, err := s.find(ctx, stateKey(r.Name, n)); err == nil && doc != nil && doc.Owner == r.Owner {
-		_, _ = s.append(ctx, historyDoc{Name: r.Name, N: n + 1}, n)
+		_, _ = s.append(ctx, historyDoc{Name: r.Name, N: n + 1})
 	}
 }
 
@@ -217,8 +260,8 @@ func (s historyStore) renewBatch(ctx context.Context, leases []*lease, ttl time.
 			held = append(held, ids[i])
 		}
 	}
+	expires := s.d.serverNow(ctx).Add(time.Duration(leaseMs(ttl)) * time.Millisecond)
 	if len(held) > 0 {
-		expires := s.d.serverNow(ctx).Add(time.Duration(leaseMs(ttl)) * time.Millisecond)
 		_, err := s.d.coll.UpdateMany(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: held}}}},
 			bson.D{{Key: "$set", Value: bson.D{{Key: "expires_at", Value: expires}}}})
 		if err != nil {
@@ -235,6 +278,7 @@ func (s historyStore) renewBatch(ctx context.Context, leases []*lease, ttl time.
 		_, next := taken[nexts[i].(string)]
 		if own[ids[i].(string)] == l.Owner && !next {
 			errs[i] = nil
+			l.expires.Store(expires.UnixNano())
 		} else {
 			errs[i] = backend.ErrLost
 		}
@@ -243,12 +287,18 @@ func (s historyStore) renewBatch(ctx context.Context, leases []*lease, ttl time.
 
 // release appends a free document after the owner's: if another owner
 // appended first (the lease ran out and the lock was taken, or it was
-// forced off), the hold was lost.
+// forced off), the hold was lost. The owner's document holds the lease
+// that the acquisition and the last renewal that succeeded wrote, or a
+// longer one (a renewal whose outcome was unknown): while that lease
+// runs the document need not be read; after it, the document says
+// whether the lease ended.
 func (s historyStore) release(ctx context.Context, l *lease) error {
-	if err := s.mine(ctx, l); err != nil {
-		return err
+	if !time.Unix(0, l.expires.Load()).After(s.d.serverNow(ctx)) {
+		if err := s.mine(ctx, l); err != nil {
+			return err
+		}
 	}
-	ok, err := s.append(ctx, historyDoc{Name: l.Name, N: int64(l.Fence) + 1}, int64(l.Fence))
+	ok, err := s.append(ctx, historyDoc{Name: l.Name, N: int64(l.Fence) + 1})
 	if err != nil {
 		return err
 	}
@@ -259,24 +309,24 @@ func (s historyStore) release(ctx context.Context, l *lease) error {
 }
 
 func (s historyStore) releaseAny(ctx context.Context, name, owner string) error {
-	last, n, hint, err := s.last(ctx, name)
+	last, n, err := s.last(ctx, name)
 	if err != nil || last == nil || last.Owner != owner {
 		return err
 	}
-	_, err = s.append(ctx, historyDoc{Name: name, N: n + 1}, hint)
+	_, err = s.append(ctx, historyDoc{Name: name, N: n + 1})
 	return err
 }
 
 func (s historyStore) forceRelease(ctx context.Context, name string) error {
 	for range 3 {
-		last, n, hint, err := s.last(ctx, name)
+		last, n, err := s.last(ctx, name)
 		if err != nil {
 			return err
 		}
 		if !last.held(s.d.serverNow(ctx)) {
 			return fmt.Errorf("%w: nobody holds it", backend.ErrNotHeld)
 		}
-		ok, err := s.append(ctx, historyDoc{Name: name, N: n + 1}, hint)
+		ok, err := s.append(ctx, historyDoc{Name: name, N: n + 1})
 		if err != nil || ok {
 			return err
 		}

@@ -2,6 +2,7 @@ package mongolock
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/golocker/locker/internal/driverkit"
@@ -12,6 +13,10 @@ import (
 type lease struct {
 	driverkit.Grant
 	d *Driver
+	// expires is, in ModeHistory, the end of the lease on the server's
+	// clock (Unix ns) as the acquisition or the last renewal that
+	// succeeded wrote it.
+	expires atomic.Int64
 }
 
 // Renew extends the lease to ttl from the server's now, if the lock is
