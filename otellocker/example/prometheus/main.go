@@ -6,8 +6,11 @@
 //	go run . -addr 127.0.0.1:9464
 //	curl -s 127.0.0.1:9464/metrics | grep golocker
 //
-// It is a module of its own so that the exporter stays out of otellocker's
-// dependencies.
+// The default -url is the in-process driver, which a program must declare
+// to be one process (?single_process=true): package locker refuses it
+// otherwise, since replicas configured with it would not exclude each
+// other. It is a module of its own so that the exporter stays out of
+// otellocker's dependencies.
 package main
 
 import (
@@ -16,6 +19,7 @@ import (
 	"flag"
 	"log"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"os/signal"
 	"strings"
@@ -33,7 +37,7 @@ import (
 
 func main() {
 	addr := flag.String("addr", "127.0.0.1:9464", "address of the /metrics endpoint")
-	url := flag.String("url", "mem://", "backend URL (this program imports only the in-process driver)")
+	url := flag.String("url", "mem://?single_process=true", "backend URL (this program imports only the in-process driver)")
 	workers := flag.Int("workers", 4, "goroutines taking locks")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -65,17 +69,23 @@ func run(ctx context.Context, addr, url string, workers int) error {
 		go work(ctx, c, i)
 	}
 
+	// Listening before serving makes the log line name the real address,
+	// also for -addr 127.0.0.1:0.
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.Handler())
-	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	}()
-	log.Printf("serving metrics on http://%s/metrics", addr)
-	if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
+	log.Printf("serving metrics on http://%s/metrics", l.Addr())
+	if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil
