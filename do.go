@@ -91,8 +91,8 @@ func WaitAtMost(d time.Duration) DoOption {
 // WithOwner), else for a new one.
 func Do(ctx context.Context, m *Mutex, fn func(ctx context.Context) error, opts ...DoOption) (err error) {
 	switch {
-	case m == nil:
-		return errorf(ErrInvalidOption, "do: nil Mutex")
+	case m.zero():
+		return opErr("do", "", ErrZeroMutex)
 	case fn == nil:
 		return opErr("do", m.Name(), errorf(ErrInvalidOption, "nil function"))
 	case ctx == nil:

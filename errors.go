@@ -35,6 +35,9 @@ var (
 	ErrNilContext = backend.NewError("nil context")
 	// ErrInvalidOption is returned for an option with a bad value.
 	ErrInvalidOption = backend.ErrInvalidOption
+	// ErrZeroMutex is returned by the methods of a Mutex that
+	// Client.NewMutex did not make: a zero Mutex or a nil *Mutex.
+	ErrZeroMutex = newError("zero Mutex: make it with Client.NewMutex")
 )
 
 // newError returns a sentinel of package locker only.

@@ -17,6 +17,11 @@ import (
 // re-enters it, and the lock is freed when Unlock has been called as many
 // times. A Lock with a ctx that carries no owner is an owner of its own. A
 // Mutex is safe for concurrent use; make as many as you like, they are cheap.
+//
+// Unlike a sync.Mutex, a Mutex needs its Client and its name: make it with
+// Client.NewMutex. The zero Mutex (var m locker.Mutex), and a nil *Mutex,
+// hold nothing and never will: Lock, TryLock, LockTimeout, Unlock, Err and
+// Do return ErrZeroMutex, Token and HoldCount 0, Lost nil, Name "".
 type Mutex struct {
 	c    *Client
 	name string
@@ -29,11 +34,22 @@ type Mutex struct {
 }
 
 // Name returns the lock's name.
-func (m *Mutex) Name() string { return m.name }
+func (m *Mutex) Name() string {
+	if m.zero() {
+		return ""
+	}
+	return m.name
+}
+
+// zero reports whether m was not made by NewMutex.
+func (m *Mutex) zero() bool { return m == nil || m.c == nil }
 
 // HoldCount returns how many levels of the lock are held through this
 // handle: 0 when it holds nothing, 1 after Lock, 2 after a re-entry...
 func (m *Mutex) HoldCount() int {
+	if m.zero() {
+		return 0
+	}
 	m.c.mu.Lock()
 	defer m.c.mu.Unlock()
 	if m.cur == nil {
@@ -50,6 +66,9 @@ func (m *Mutex) HoldCount() int {
 // an owner that was paused past its lease. Code that Do runs finds the token
 // with HoldFromContext too.
 func (m *Mutex) Token() uint64 {
+	if m.zero() {
+		return 0
+	}
 	m.c.mu.Lock()
 	defer m.c.mu.Unlock()
 	if m.cur == nil {
@@ -64,6 +83,9 @@ func (m *Mutex) Token() uint64 {
 // returns the channel of the hold just released, which a normal Unlock does
 // not close. Before the first hold it returns nil.
 func (m *Mutex) Lost() <-chan struct{} {
+	if m.zero() {
+		return nil
+	}
 	h := m.latest()
 	if h == nil {
 		return nil
@@ -88,6 +110,9 @@ func (m *Mutex) latest() *hold {
 // store's report, the end of a fixed lease. After Unlock it is about the
 // hold just released.
 func (m *Mutex) Err() error {
+	if m.zero() {
+		return ErrZeroMutex
+	}
 	h := m.latest()
 	if h == nil {
 		return nil
@@ -124,6 +149,9 @@ func (m *Mutex) LockTimeout(ctx context.Context, wait time.Duration) (bool, erro
 // lockOp is Lock, TryLock or LockTimeout (timeout > 0): it reports whether
 // the lock is held, and the hold.
 func (m *Mutex) lockOp(ctx context.Context, op string, wait bool, timeout time.Duration) (bool, *hold, error) {
+	if m.zero() {
+		return false, nil, opErr(op, "", ErrZeroMutex)
+	}
 	if ctx == nil {
 		return false, nil, opErr(op, m.name, ErrNilContext)
 	}
@@ -392,6 +420,9 @@ func (c *Client) giveBack(ctx context.Context, l backend.Lease, timeout time.Dur
 // here, and ErrLost for each level of a hold that was lost.
 func (m *Mutex) Unlock(ctx context.Context) error {
 	const op = "unlock"
+	if m.zero() {
+		return opErr(op, "", ErrZeroMutex)
+	}
 	if ctx == nil {
 		return opErr(op, m.name, ErrNilContext)
 	}
