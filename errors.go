@@ -3,10 +3,10 @@ package locker
 import (
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/golocker/locker/backend"
+	"github.com/golocker/locker/internal/driverkit"
 )
 
 // Sentinel errors, matchable with errors.Is. They are the values of package
@@ -45,6 +45,7 @@ func newError(msg string) error { return backend.NewError(msg) }
 
 // OpError is the error returned by a handle's methods: the operation, the
 // lock name and the cause. Backend errors are wrapped exactly once, here.
+// Its message shows the first 64 bytes of a longer name, with its length.
 type OpError struct {
 	Op   string // "lock", "trylock", "locktimeout", "unlock", ...
 	Name string // the lock name
@@ -54,7 +55,7 @@ type OpError struct {
 func (e *OpError) Error() string {
 	// A sentinel, bare or wrapped with detail: avoid "locker: ... : locker: ...".
 	cause := strings.TrimPrefix(e.Err.Error(), "locker: ")
-	return "locker: " + e.Op + " " + strconv.Quote(e.Name) + ": " + cause
+	return "locker: " + e.Op + " " + driverkit.QuoteName(e.Name) + ": " + cause
 }
 
 // Unwrap returns the cause.

@@ -2,9 +2,9 @@ package locker
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/golocker/locker/backend"
+	"github.com/golocker/locker/internal/driverkit"
 )
 
 // Holds lists the current holds whose names start with prefix, for admin
@@ -19,7 +19,7 @@ func (c *Client) Holds(ctx context.Context, prefix string) ([]backend.Hold, erro
 	}
 	hs, err := in.Holds(ctx, prefix)
 	if err != nil {
-		return nil, wrap(fmt.Sprintf("holds %q", prefix), err)
+		return nil, wrap("holds "+driverkit.QuoteName(prefix), err)
 	}
 	return hs, nil
 }

@@ -3,6 +3,7 @@ package locker_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -87,3 +88,29 @@ func TestErrorMessages(t *testing.T) {
 
 // pollOnly hides a driver's native wait: package locker polls it.
 type pollOnly struct{ backend.Driver }
+
+// TestLongNamesInErrors: a name far over the limit makes a short error
+// that still says what is wrong, with the name's first bytes.
+func TestLongNamesInErrors(t *testing.T) {
+	ctx := testCtx(t)
+	long := "orders/" + strings.Repeat("x", 10*1024)
+	c := newClient(t, locallock.New(nil))
+	tmpl := locker.MustParseName("orders/{{.}}")
+	_, tmplErr := tmpl.Name(strings.Repeat("x", 10*1024))
+	for what, err := range map[string]error{
+		"Lock":              c.NewMutex(long).Lock(ctx),
+		"Unlock":            c.NewMutex(long).Unlock(ctx),
+		"Do":                c.Do(ctx, long, func(context.Context) error { return nil }),
+		"ForceRelease":      c.ForceRelease(ctx, long),
+		"NameTemplate.Name": tmplErr,
+	} {
+		if !errors.Is(err, locker.ErrInvalidName) {
+			t.Errorf("%s: %v, want ErrInvalidName", what, err)
+			continue
+		}
+		msg := err.Error()
+		if len(msg) > 300 || !strings.Contains(msg, `"orders/xxxxxxxx`) || !strings.Contains(msg, `…" (10247 bytes)`) || !strings.Contains(msg, "more than 512") {
+			t.Errorf("%s: %d-byte error %.400q; want at most 300 bytes, with the name's start, cut, and the limit", what, len(msg), msg)
+		}
+	}
+}

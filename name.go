@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"text/template"
 	"text/template/parse"
+
+	"github.com/golocker/locker/internal/driverkit"
 )
 
 // NameTemplate builds lock names from a value, the Go counterpart of an
@@ -118,7 +120,7 @@ func (n *NameTemplate) Name(v any) (string, error) {
 	}
 	name := b.String()
 	if err := validName(name); err != nil {
-		return "", fmt.Errorf("template %q gave %q: %w", n.t.Root.String(), name, err)
+		return "", fmt.Errorf("template %q gave %s: %w", n.t.Root.String(), driverkit.QuoteName(name), err)
 	}
 	return name, nil
 }
