@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/golocker/locker"
+	"github.com/golocker/locker/internal/driverkit"
 )
 
 // maxReason bounds the reason of a release, in bytes.
@@ -137,7 +138,7 @@ func (h *Handler) release(w http.ResponseWriter, r *http.Request) {
 		refuse(outNoReason, http.StatusBadRequest, "lockadmin: a release needs a reason")
 		return
 	case !strings.HasPrefix(a.req.Name, h.cfg.prefix):
-		refuse(outOutsidePrefix, http.StatusForbidden, fmt.Sprintf("lockadmin: %q is outside this page's prefix %q", a.req.Name, h.cfg.prefix))
+		refuse(outOutsidePrefix, http.StatusForbidden, fmt.Sprintf("lockadmin: %s is outside this page's prefix %s", driverkit.QuoteName(a.req.Name), driverkit.QuoteName(h.cfg.prefix)))
 		return
 	}
 
@@ -159,10 +160,10 @@ func (h *Handler) release(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case !a.looked:
-		refuse(outNotHeld, http.StatusNotFound, fmt.Sprintf("lockadmin: %q is not held", a.req.Name))
+		refuse(outNotHeld, http.StatusNotFound, fmt.Sprintf("lockadmin: %s is not held", driverkit.QuoteName(a.req.Name)))
 		return
 	case a.owner != a.req.Owner || a.token != a.req.Token:
-		msg := fmt.Sprintf("lockadmin: %q changed hands since the page showed it; nothing was released", a.req.Name)
+		msg := fmt.Sprintf("lockadmin: %s changed hands since the page showed it; nothing was released", driverkit.QuoteName(a.req.Name))
 		h.audit(ctx, a, outChanged, errors.New(msg))
 		writeJSON(w, http.StatusConflict, changedAnswer{Error: msg, Owner: a.owner, Token: a.token})
 		return
@@ -173,7 +174,7 @@ func (h *Handler) release(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.Is(err, locker.ErrNotHeld):
 		h.audit(ctx, a, outNotHeld, err)
-		writeError(w, http.StatusNotFound, fmt.Sprintf("lockadmin: %q is not held", a.req.Name))
+		writeError(w, http.StatusNotFound, fmt.Sprintf("lockadmin: %s is not held", driverkit.QuoteName(a.req.Name)))
 	case err != nil:
 		code, msg := storeError(err, "release locks by force")
 		h.audit(ctx, a, outFailed, err)

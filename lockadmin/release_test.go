@@ -188,3 +188,27 @@ func TestRelease(t *testing.T) {
 		})
 	})
 }
+
+// TestLongNamesAreCutInAnswers: the page's answers about a long name show
+// its first bytes and its length, not all of it.
+func TestLongNamesAreCutInAnswers(t *testing.T) {
+	long := "jobs/" + strings.Repeat("x", 6000) // the body is at most 8 KB
+	for _, tc := range []struct {
+		name string
+		opts []Option
+		code int
+		msg  string
+	}{
+		{"not_held", nil, http.StatusNotFound, "is not held"},
+		{"outside_the_prefix", []Option{WithPrefix("other/")}, http.StatusForbidden, "is outside this page's prefix"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHandler(t, newClient(t), tc.opts...)
+			w := serve(h, releaseReq(h, long, "someone", 1, "because"))
+			body := w.Body.String()
+			if w.Code != tc.code || !strings.Contains(body, tc.msg) || !strings.Contains(body, "(6005 bytes)") || len(body) > 300 {
+				t.Errorf("status %d, %d-byte answer %.400s; want %d, %q, the name cut, at most 300 bytes", w.Code, len(body), body, tc.code, tc.msg)
+			}
+		})
+	}
+}
