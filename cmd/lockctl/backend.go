@@ -8,7 +8,12 @@ import (
 	"path/filepath"
 
 	"github.com/golocker/locker"
+	"github.com/golocker/locker/internal/driverkit"
 )
+
+// quote quotes a lock name for a message, cut after its first bytes when
+// it is long.
+func quote(name string) string { return driverkit.QuoteName(name) }
 
 // defaultURL is the embedded default backend: a SQLite file in the user's
 // cache directory, created on first use.

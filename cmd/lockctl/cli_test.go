@@ -131,3 +131,19 @@ func TestAHoldFoundLostAtTheEndExits125(t *testing.T) {
 		t.Errorf("stderr %q does not say the hold was lost", errb)
 	}
 }
+
+// TestLongNamesAreCut: a name of 10 KB, or a valid one of 512 bytes, is
+// shown by its first bytes and its length in lockctl's messages.
+func TestLongNamesAreCut(t *testing.T) {
+	url := sharedURL(t)
+	r := lockctl(t, nil, "--url", url, "run", strings.Repeat("x", 10*1024), "--", "true")
+	if r.code != exitUsage || !strings.Contains(r.stderr, "invalid lock name: 10240 bytes") || !strings.Contains(r.stderr, `…" (10240 bytes)`) || len(r.stderr) > 300 {
+		t.Errorf("run with a 10 KB name: exit %d, %d bytes on stderr: %.400q; want %d, cut, at most 300 bytes", r.code, len(r.stderr), r.stderr, exitUsage)
+	}
+	name := "jobs/" + strings.Repeat("y", 507)
+	holder(t, url, []string{"--ttl", "30s", name}, "echo ready; "+whileLockctlRuns)
+	r = lockctl(t, nil, "--url", url, "run", "--wait", "0", name, "--", "true")
+	if r.code != exitHeld || !strings.Contains(r.stderr, `…" (512 bytes) is held by another owner (owner`) || len(r.stderr) > 400 {
+		t.Errorf("run of a held 512-byte name: exit %d, %d bytes on stderr: %.600q; want %d, cut, at most 400 bytes", r.code, len(r.stderr), r.stderr, exitHeld)
+	}
+}

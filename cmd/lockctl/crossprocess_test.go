@@ -20,6 +20,11 @@ func sharedURL(t *testing.T) string {
 	return "sqlite://" + filepath.Join(t.TempDir(), "locks.db")
 }
 
+// whileLockctlRuns is a holder's script that ends soon after the lockctl
+// that runs it: a cleanup that kills lockctl then waits for its output
+// without waiting for a long sleep too.
+const whileLockctlRuns = "while kill -0 $PPID 2>/dev/null; do sleep 0.1; done"
+
 // holder starts `lockctl run NAME -- CMD` in the background and waits until
 // its command has printed "ready".
 func holder(t *testing.T, url string, runArgs []string, script string) (*exec.Cmd, *syncBuffer) {

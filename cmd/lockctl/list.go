@@ -90,12 +90,12 @@ func cmdRelease(ctx context.Context, g globals, args []string, e env) error {
 	case errors.Is(err, locker.ErrNotSupported):
 		return fail(exitBackend, "the backend %s cannot release locks by force", u)
 	case errors.Is(err, locker.ErrNotHeld):
-		return fail(exitNotHeld, "%q is not held: nothing to release", pos[0])
+		return fail(exitNotHeld, "%s is not held: nothing to release", quote(pos[0]))
 	case errors.Is(err, locker.ErrInvalidName):
 		return usage("%v", err)
 	case err != nil:
 		return fail(exitBackend, "%v", err)
 	}
-	fmt.Fprintf(e.stdout, "released %q\n", pos[0])
+	fmt.Fprintf(e.stdout, "released %s\n", quote(pos[0]))
 	return nil
 }

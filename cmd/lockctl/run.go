@@ -79,15 +79,15 @@ func cmdRun(ctx context.Context, g globals, args []string, e env) error {
 	cancel()
 	switch {
 	case got != nil && !held:
-		return fail(128+int(got.(syscall.Signal)), "interrupted by %v while waiting for %q", got, name)
+		return fail(128+int(got.(syscall.Signal)), "interrupted by %v while waiting for %s", got, quote(name))
 	case errors.Is(err, locker.ErrInvalidName), errors.Is(err, locker.ErrInvalidTTL):
 		return usage("run: %v", err)
 	case err != nil:
 		return fail(exitBackend, "%v", err)
 	case !held && wait.d == 0:
-		return fail(exitHeld, "%q is held by another owner%s", name, holderOf(ctx, c, name))
+		return fail(exitHeld, "%s is held by another owner%s", quote(name), holderOf(ctx, c, name))
 	case !held:
-		return fail(exitTimeout, "%q was still held after waiting %v%s", name, wait.d, holderOf(ctx, c, name))
+		return fail(exitTimeout, "%s was still held after waiting %v%s", quote(name), wait.d, holderOf(ctx, c, name))
 	}
 	start := time.Now()
 	code, runErr := runHeld(m, name, command, grace.d, sigs, e)
@@ -97,10 +97,10 @@ func cmdRun(ctx context.Context, g globals, args []string, e env) error {
 		return runErr
 	case errors.Is(uerr, locker.ErrLost):
 		// The command ended before anything noticed: the release did.
-		return fail(exitLost, "the hold on %q was found lost when it was released, %v after it was taken: %v; the command ran to its end (status %d) but may have overlapped another owner",
-			name, time.Since(start).Round(time.Millisecond), uerr, code)
+		return fail(exitLost, "the hold on %s was found lost when it was released, %v after it was taken: %v; the command ran to its end (status %d) but may have overlapped another owner",
+			quote(name), time.Since(start).Round(time.Millisecond), uerr, code)
 	case uerr != nil:
-		fmt.Fprintf(e.stderr, "lockctl: releasing %q: %v\n", name, uerr)
+		fmt.Fprintf(e.stderr, "lockctl: releasing %s: %v\n", quote(name), uerr)
 	}
 	if code != 0 {
 		return &exitError{code: code}
@@ -203,8 +203,8 @@ func runHeld(m *locker.Mutex, name string, command []string, grace time.Duration
 		case <-lost:
 			lost = nil
 			lostOnce.Do(func() {
-				lostMsg = fmt.Sprintf("the hold on %q was lost at %s, %v after it was taken, while the command ran: %v",
-					name, time.Now().Format("15:04:05.000"), time.Since(start).Round(time.Millisecond), holdErr(m))
+				lostMsg = fmt.Sprintf("the hold on %s was lost at %s, %v after it was taken, while the command ran: %v",
+					quote(name), time.Now().Format("15:04:05.000"), time.Since(start).Round(time.Millisecond), holdErr(m))
 				fmt.Fprintf(e.stderr, "lockctl: %s; sending SIGTERM (SIGKILL in %v)\n", lostMsg, grace)
 				signalCmd(syscall.SIGTERM)
 				killTimer = time.After(grace)
@@ -216,7 +216,7 @@ func runHeld(m *locker.Mutex, name string, command []string, grace time.Duration
 			select {
 			case <-m.Lost():
 				if lostMsg == "" {
-					lostMsg = fmt.Sprintf("the hold on %q was lost while the command ran: %v", name, holdErr(m))
+					lostMsg = fmt.Sprintf("the hold on %s was lost while the command ran: %v", quote(name), holdErr(m))
 				}
 				return 0, fail(exitLost, "%s; the command was terminated", lostMsg)
 			default:
@@ -266,7 +266,7 @@ func waitingIndicator(e env, name string, quiet bool) func() {
 			case <-t.C:
 				if el := time.Since(start); el >= 500*time.Millisecond {
 					shown = true
-					fmt.Fprintf(e.stderr, "\r\033[Klockctl: %c waiting for %q (%s)", spin[i%4], name, el.Round(time.Second))
+					fmt.Fprintf(e.stderr, "\r\033[Klockctl: %c waiting for %s (%s)", spin[i%4], quote(name), el.Round(time.Second))
 				}
 			}
 		}
