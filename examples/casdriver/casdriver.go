@@ -5,6 +5,9 @@
 // waiting), and it renews and releases with a compare-and-swap on the owner, and fences with the
 // store-wide counter, so a record can be deleted on release and tokens
 // still grow.
+//
+// It uses the standard library and golocker's public packages only, as a
+// driver in another module must (Register opens URLs).
 // docs/writing-a-driver.md walks through it; casdriver_test.go runs the
 // conformance suite against it.
 package casdriver
@@ -75,7 +78,10 @@ func (s *Store) Len() int {
 }
 
 // Driver implements backend.Driver on a Store.
-type Driver struct{ s *Store }
+type Driver struct {
+	s      *Store
+	prefix string // of every record's key (key_prefix)
+}
 
 // New returns a Driver on s.
 func New(s *Store) *Driver { return &Driver{s: s} }
@@ -95,23 +101,24 @@ func (d *Driver) Close() error { return nil }
 // not poll sooner than it must.
 func (d *Driver) Acquire(_ context.Context, r backend.Request) (backend.Lease, error) {
 	now := time.Now()
-	old := d.s.Get(r.Name)
+	key := d.prefix + r.Name
+	old := d.s.Get(key)
 	if old.Owner != "" && now.Before(old.Expires) {
 		return nil, &backend.HeldError{Left: old.Expires.Sub(now), Owner: old.Owner, Token: old.Fence}
 	}
 	// A token taken by a failed swap is never used; tokens need only grow.
 	next := Record{Owner: r.Owner, Expires: now.Add(r.TTL), Fence: d.s.Incr()}
-	if !d.s.CompareAndSwap(r.Name, old, next) {
+	if !d.s.CompareAndSwap(key, old, next) {
 		return nil, backend.ErrHeld // someone else's swap won
 	}
-	return &lease{d: d, name: r.Name, owner: r.Owner, token: next.Fence, start: now}, nil
+	return &lease{d: d, key: key, owner: r.Owner, token: next.Fence, start: now}, nil
 }
 
 type lease struct {
-	d           *Driver
-	name, owner string
-	token       uint64
-	start       time.Time
+	d          *Driver
+	key, owner string
+	token      uint64
+	start      time.Time
 }
 
 func (l *lease) Token() uint64             { return l.token }
@@ -123,24 +130,24 @@ func (l *lease) mine(r Record, now time.Time) bool {
 
 func (l *lease) Renew(_ context.Context, ttl time.Duration) error {
 	now := time.Now()
-	old := l.d.s.Get(l.name)
+	old := l.d.s.Get(l.key)
 	if !l.mine(old, now) {
 		return backend.ErrLost
 	}
 	next := old
 	next.Expires = now.Add(ttl)
-	if !l.d.s.CompareAndSwap(l.name, old, next) {
+	if !l.d.s.CompareAndSwap(l.key, old, next) {
 		return backend.ErrLost
 	}
 	return nil
 }
 
 func (l *lease) Release(context.Context) error {
-	old := l.d.s.Get(l.name)
+	old := l.d.s.Get(l.key)
 	if !l.mine(old, time.Now()) {
 		return backend.ErrLost
 	}
-	if !l.d.s.CompareAndSwap(l.name, old, Record{}) {
+	if !l.d.s.CompareAndSwap(l.key, old, Record{}) {
 		return backend.ErrLost
 	}
 	return nil
