@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/debug"
 	"strings"
 	"time"
 )
@@ -182,37 +181,6 @@ func helpFor(fs *flag.FlagSet) error {
 	fs.SetOutput(io.Discard)
 	b.WriteString("\nflags:\n" + flags.String())
 	return &exitError{code: exitOK, msg: strings.TrimRight(b.String(), "\n"), out: true}
-}
-
-// versionText is lockctl's version: the module's, or the VCS revision it
-// was built from.
-func versionText() string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "lockctl (unknown version)"
-	}
-	v := bi.Main.Version
-	var rev, modified string
-	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.modified":
-			if s.Value == "true" {
-				modified = "+dirty"
-			}
-		}
-	}
-	if len(rev) > 12 {
-		rev = rev[:12]
-	}
-	switch {
-	case v != "" && v != "(devel)":
-		return "lockctl " + v + " " + bi.GoVersion
-	case rev != "":
-		return "lockctl " + rev + modified + " " + bi.GoVersion
-	}
-	return "lockctl (devel) " + bi.GoVersion
 }
 
 // parseArgs parses flags anywhere before a "--" (so `release NAME --force`
