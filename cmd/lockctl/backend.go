@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/golocker/locker"
 	"github.com/golocker/locker/internal/driverkit"
@@ -30,40 +33,81 @@ func defaultURL() (string, error) {
 }
 
 // backendURL picks the URL: --url, then $LOCKER_URL, then the default;
-// fallback tells that it is the default.
-func backendURL(g globals, e env) (u string, fallback bool, err error) {
+// from says which ("--url", "$LOCKER_URL", or "" for the default).
+func backendURL(g globals, e env) (u, from string, err error) {
 	if g.url != "" {
-		return g.url, false, nil
+		return g.url, "--url", nil
 	}
 	if u := e.getenv("LOCKER_URL"); u != "" {
-		return u, false, nil
+		return u, "$LOCKER_URL", nil
 	}
 	u, err = defaultURL()
-	return u, true, err
+	return u, "", err
+}
+
+// usesDefault reports whether the command uses the default backend.
+func usesDefault(g globals, e env) bool { return g.url == "" && e.getenv("LOCKER_URL") == "" }
+
+// defaultHint ends a message that found nothing on the default backend:
+// the locks the user looks for may be on the backend they forgot to name.
+func defaultHint(g globals, e env, shown string) string {
+	if !usesDefault(g, e) {
+		return ""
+	}
+	return fmt.Sprintf(" (on the default backend %s: no --url, no $LOCKER_URL)", shown)
 }
 
 // open opens a Client on the chosen backend. An in-process backend is
-// refused: no other process would see its locks. When it falls back to the
-// default backend, it says so on stderr, so that nobody wonders why their
-// locks are not where they look. Errors never contain a password:
-// locker.Open redacts them.
+// refused: no other process would see its locks. The default backend is
+// named on stderr when open creates its database, on the first use of
+// lockctl without a URL by this user on this machine, so that nobody
+// wonders where their locks went; later uses are quiet (list and release
+// name it when they find nothing, serve, bench and demo always name
+// their backend). Errors never contain a password: locker.Open redacts
+// them.
 func open(ctx context.Context, g globals, e env, opts ...locker.Option) (*locker.Client, string, error) {
-	u, fallback, err := backendURL(g, e)
+	u, from, err := backendURL(g, e)
 	if err != nil {
 		return nil, "", fail(exitBackend, "cannot find a place for the default backend: %v", err)
 	}
-	if fallback {
-		fmt.Fprintf(e.stderr, "lockctl: no --url and no $LOCKER_URL: using the default backend %s\n", u)
+	created := false
+	if from == "" {
+		_, err := os.Stat(strings.TrimPrefix(u, "sqlite://"))
+		created = errors.Is(err, fs.ErrNotExist)
 	}
 	c, err := locker.Open(ctx, u, append([]locker.Option{locker.RequireCrossProcess()}, opts...)...)
 	if err != nil {
 		code := exitBackend
-		if errors.Is(err, locker.ErrUnknownScheme) || errors.Is(err, locker.ErrBadURL) || errors.Is(err, locker.ErrInvalidOption) || errors.Is(err, locker.ErrInvalidTTL) {
+		switch {
+		case errors.Is(err, locker.ErrUnknownScheme):
+			return nil, "", usage("%s", unknownScheme(u, from))
+		case errors.Is(err, locker.ErrBadURL) || errors.Is(err, locker.ErrInvalidOption) || errors.Is(err, locker.ErrInvalidTTL):
 			code = exitUsage
 		}
 		return nil, "", fail(code, "%v", err)
 	}
+	if created {
+		fmt.Fprintf(e.stderr, "lockctl: no --url and no $LOCKER_URL: created the default backend %s, which this user's lockctl on this machine uses from now on\n", u)
+	}
 	return c, locker.Redact(u), nil
+}
+
+// unknownScheme is lockctl's message for a URL whose scheme no driver
+// registered: the schemes lockctl supports, rather than the library's
+// hint about a forgotten import, which is for Go programmers.
+func unknownScheme(u, from string) string {
+	scheme := u
+	if p, err := url.Parse(u); err == nil {
+		scheme = p.Scheme
+	}
+	var known []string
+	for _, s := range locker.Schemes() {
+		if s != "mem" { // refused: see open
+			known = append(known, s)
+		}
+	}
+	return fmt.Sprintf("%s: unknown backend %s; lockctl supports %s",
+		from, quote(strings.ToLower(scheme)+"://"), strings.Join(known, ", "))
 }
 
 // sharedBackend opens the backend g names, checks that it is shared between

@@ -50,16 +50,34 @@ func TestVersion(t *testing.T) {
 	}
 }
 
-// TestTheDefaultBackendIsNamed: without --url or $LOCKER_URL, lockctl says
-// on stderr which backend it reads.
+// TestTheDefaultBackendIsNamed: without --url or $LOCKER_URL, lockctl
+// names the backend it uses on stderr when it creates it, and when list or
+// release find nothing there; otherwise it says nothing about it.
 func TestTheDefaultBackendIsNamed(t *testing.T) {
-	r := lockctl(t, nil, "list")
-	if r.code != 0 || !regexp.MustCompile(`using the default backend sqlite:///\S+/golocker/lockctl\.db`).MatchString(r.stderr) {
-		t.Errorf("lockctl list: exit %d, stderr %q; want 0 and the default backend named", r.code, r.stderr)
+	cache := []string{"XDG_CACHE_HOME=" + t.TempDir()} // one for every call
+	named := regexp.MustCompile(`default backend sqlite:///\S+/golocker/lockctl\.db`)
+	r := lockctl(t, cache, "run", "l", "--", "true")
+	if r.code != 0 || !named.MatchString(r.stderr) || !strings.Contains(r.stderr, "created") {
+		t.Errorf("the first run: exit %d, stderr %q; want 0 and the default backend named as created", r.code, r.stderr)
 	}
-	r = lockctl(t, nil, "--url", sharedURL(t), "list")
-	if strings.Contains(r.stderr, "default backend") {
-		t.Errorf("lockctl --url … list named the default backend: %q", r.stderr)
+	r = lockctl(t, cache, "run", "l", "--", "true")
+	if r.code != 0 || r.stderr != "" {
+		t.Errorf("the second run: exit %d, stderr %q; want 0 and nothing on stderr", r.code, r.stderr)
+	}
+	r = lockctl(t, cache, "list")
+	if r.code != 0 || !named.MatchString(r.stderr) || !strings.Contains(r.stderr, "no holds") {
+		t.Errorf("list of no holds: exit %d, stderr %q; want 0, and no holds on the default backend", r.code, r.stderr)
+	}
+	r = lockctl(t, cache, "release", "--force", "l")
+	if r.code != exitNotHeld || !named.MatchString(r.stderr) {
+		t.Errorf("release of a free lock: exit %d, stderr %q; want %d, naming the default backend", r.code, r.stderr, exitNotHeld)
+	}
+	u := sharedURL(t)
+	for _, args := range [][]string{{"run", "l", "--", "true"}, {"list"}, {"release", "--force", "l"}} {
+		r = lockctl(t, cache, append([]string{"--url", u}, args...)...)
+		if strings.Contains(r.stderr, "default backend") {
+			t.Errorf("lockctl --url … %v named the default backend: %q", args, r.stderr)
+		}
 	}
 }
 

@@ -11,8 +11,13 @@
 //
 // The backend is --url, else $LOCKER_URL, else the embedded default: a SQLite
 // file in the user's cache directory, so every subcommand works on a fresh
-// machine (lockctl says on stderr when it falls back to it). An in-process
-// backend (mem://) is refused: no other process could see its locks.
+// machine. lockctl names it on stderr when it creates it (its first use
+// without a URL), and when list finds no holds or release finds the lock
+// free there — where the locks looked for may be on a backend the user
+// forgot to name; serve, bench and demo name their backend anyway. An
+// unknown scheme is a usage error that lists the schemes lockctl supports.
+// An in-process backend (mem://) is refused: no other process could see
+// its locks.
 // Passwords in URLs are never printed. `lockctl CMD --help` lists a
 // subcommand's flags; `lockctl --version` prints the version.
 //

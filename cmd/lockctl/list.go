@@ -39,6 +39,9 @@ func cmdList(ctx context.Context, g globals, args []string, e env) error {
 	if err != nil {
 		return fail(exitBackend, "%v", err)
 	}
+	if len(hs) == 0 && usesDefault(g, e) {
+		fmt.Fprintf(e.stderr, "lockctl: no holds%s\n", defaultHint(g, e, u))
+	}
 	now := time.Now()
 	if *asJSON {
 		out := make([]holdJSON, 0, len(hs))
@@ -90,7 +93,7 @@ func cmdRelease(ctx context.Context, g globals, args []string, e env) error {
 	case errors.Is(err, locker.ErrNotSupported):
 		return fail(exitBackend, "the backend %s cannot release locks by force", u)
 	case errors.Is(err, locker.ErrNotHeld):
-		return fail(exitNotHeld, "%s is not held: nothing to release", quote(pos[0]))
+		return fail(exitNotHeld, "%s is not held: nothing to release%s", quote(pos[0]), defaultHint(g, e, u))
 	case errors.Is(err, locker.ErrInvalidName):
 		return usage("%v", err)
 	case err != nil:

@@ -60,8 +60,12 @@ const usageText = `usage:
   lockctl --version
   lockctl CMD --help       the flags of CMD
 
-The backend is --url, else $LOCKER_URL, else a SQLite file in the user cache directory.
-An in-process backend (mem://) is refused: no other process could see its locks.
+The backend is --url, else $LOCKER_URL, else a SQLite file in the user cache directory,
+which lockctl names on stderr when it creates it, and when list or release find nothing
+there. An in-process backend (mem://) is refused: no other process could see its locks.
+URLs: redis://host:6379, etcd://h1:2379,h2:2379/prefix, zk://h1:2181/prefix,
+postgres://user:password@host/db, mysql://..., sqlite:///abs/path.db, mongodb://...;
+each driver's package doc lists its forms and parameters.
 Exit status: the command's; 3 nothing to release; 64 usage, 69 backend, 75 held,
 124 timed out, 125 hold lost.`
 

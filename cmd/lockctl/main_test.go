@@ -91,7 +91,7 @@ func TestBadInput(t *testing.T) {
 		code int
 		want string // in stderr
 	}{
-		{"an unknown scheme", []string{"--url", "nope://h", "run", "l", "--", "true"}, exitUsage, `unknown scheme "nope" (forgotten import? registered: etcd,`},
+		{"an unknown scheme", []string{"--url", "nope://h", "run", "l", "--", "true"}, exitUsage, `lockctl: --url: unknown backend "nope://"; lockctl supports etcd, mariadb, mongodb, mongodb+srv, mysql, postgres, postgresql, redis, redis+cluster, redis+sentinel, rediss, redlock, sqlite, zk`},
 		{"a bad duration", []string{"--url", "@shared", "run", "--wait", "5x", "l", "--", "true"}, exitUsage, `bad duration "5x"`},
 		{"a negative duration", []string{"--url", "@shared", "run", "--ttl", "-1s", "l", "--", "true"}, exitUsage, "negative"},
 		{"a TTL too short", []string{"--url", "@shared", "run", "--ttl", "1ms", "l", "--", "true"}, exitUsage, "invalid TTL"},
