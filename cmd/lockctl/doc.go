@@ -69,8 +69,9 @@
 //
 //	the command's    when the command ran to its end (128+N if signal N killed it)
 //	0                --help, --version, and every subcommand that did its work
+//	1                another failure (serve cannot listen, demo's verdict is FAIL, ...)
 //	3                release: the lock was not held, nothing was released
-//	64               bad usage: unknown flag, bad duration, empty name, no command
+//	64               bad usage: unknown flag or backend, bad duration or URL, empty name, no command
 //	69               the backend failed or cannot do it (e.g. list on a backend that cannot inspect)
 //	75               --wait 0 and the lock is held by another owner
 //	124              --wait D ran out before the lock was free

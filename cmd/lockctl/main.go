@@ -11,7 +11,8 @@ import (
 	"time"
 )
 
-// Exit statuses; see the package doc.
+// Exit statuses; the package doc, usageText and the README list each
+// (TestExitStatusesAreDocumented).
 const (
 	exitOK      = 0
 	exitFailure = 1
@@ -66,8 +67,19 @@ there. An in-process backend (mem://) is refused: no other process could see its
 URLs: redis://host:6379, etcd://h1:2379,h2:2379/prefix, zk://h1:2181/prefix,
 postgres://user:password@host/db, mysql://..., sqlite:///abs/path.db, mongodb://...;
 each driver's package doc lists its forms and parameters.
-Exit status: the command's; 3 nothing to release; 64 usage, 69 backend, 75 held,
-124 timed out, 125 hold lost.`
+
+Exit status:
+  the command's  run: the command's own (128+N if signal N killed it)
+  0              success: --help, --version, a subcommand that did its work
+  1              another failure (serve cannot listen, demo's verdict is FAIL, ...)
+  3              release: the lock was not held, nothing was released
+  64             bad usage: unknown flag or backend, bad duration or URL, empty name
+  69             the backend failed, or cannot do it
+  75             run --wait 0: the lock is held by another owner
+  124            run --wait D: the lock was still held after D
+  125            run: the hold was lost while the command ran
+  126, 127       run: the command could not be run, or was not found
+  130, 143       interrupted (SIGINT, SIGTERM) while waiting for the lock`
 
 func main() {
 	e := env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}
