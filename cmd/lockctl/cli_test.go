@@ -85,7 +85,7 @@ func TestTheDefaultBackendIsNamed(t *testing.T) {
 // who holds it, with the token and the time left.
 func TestAHeldLockNamesItsHolder(t *testing.T) {
 	url := sharedURL(t)
-	holder(t, url, []string{"--ttl", "30s", "busy"}, "echo ready; sleep 60")
+	holder(t, url, []string{"--ttl", "30s", "busy"}, "echo ready; "+whileLockctlRuns)
 	r := lockctl(t, nil, "--url", url, "run", "--wait", "0", "busy", "--", "true")
 	if r.code != exitHeld || !regexp.MustCompile(`held by another owner \(owner \S+/\d+/\S+, token \d+, [0-9.]+m?s left\)`).MatchString(r.stderr) {
 		t.Errorf("exit %d, stderr %q; want %d naming the holder", r.code, r.stderr, exitHeld)
