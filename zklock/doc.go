@@ -31,7 +31,10 @@
 //	connect_timeout=5s    bound on Open's first exchange with the ensemble (WithConnectTimeout)
 //
 // The server keeps a session timeout between 2 and 20 ticks (4s to 40s with
-// the default tickTime); Open uses the timeout the server granted. Open
+// the default tickTime); Open uses the timeout the server granted, and
+// refuses a session_timeout below 200ms, or one the server raised (it is
+// below the server's minimum, and a crashed owner's holds would outlive
+// it). Open
 // returns when its ctx ends, and WithDialer routes its connections (a
 // proxy, a test's conformance.FaultNet). Errors name the servers and wrap
 // go-zookeeper's; the password never appears in one. go-zookeeper's log

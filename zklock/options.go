@@ -90,7 +90,8 @@ func cleanPrefix(p string) (string, error) {
 
 // WithSessionTimeout sets the ZooKeeper session timeout. For Open it is
 // the timeout asked for (default DefaultSessionTimeout; the server keeps it
-// between 2 and 20 ticks, and the Driver uses what the server granted). For
+// between 2 and 20 ticks, and the Driver uses what the server granted;
+// Open refuses a timeout the server raised to its minimum). For
 // New it is required: the timeout of the connection given, which the Driver
 // cannot read from it. A session whose server stays out of reach for this
 // long expires, and with it every lock of the Driver. URL parameter:

@@ -75,7 +75,36 @@ func open(ctx context.Context, cfg *urlConfig, o options) (*Driver, error) {
 		_ = d.Close()
 		return nil, d.storeErr(cctx, err)
 	}
+	if err := checkGranted(o, log.negotiated.Load()); err != nil {
+		_ = d.Close()
+		return nil, err
+	}
 	return d, nil
+}
+
+// minSessionTimeout is the shortest session_timeout a URL may ask for. A
+// server grants at least its minSessionTimeout, by default two ticks, and
+// checks sessions once a tick; nobody runs ZooKeeper with a tick shorter
+// than 100 ms (2000 ms is the sample configuration's, 3000 ms the
+// server's default), so a shorter timeout is a mistake, which Open would
+// otherwise find only when the ensemble raised it.
+const minSessionTimeout = 200 * time.Millisecond
+
+// checkGranted compares the session timeout the ensemble granted (ms, 0
+// when unknown) with the one asked for. The server raises a timeout below
+// its minimum (2 ticks by default) and lowers one above its maximum (20
+// ticks). A raise means that an explicit ask could not be met: holds of a
+// crashed owner would live longer than the user configured, so Open
+// refuses it, naming the least the ensemble grants. A lower timeout is
+// safe (the Driver goes by what was granted: see sessionTimeout), and is
+// what the default becomes on an ensemble with short ticks.
+func checkGranted(o options, grantedMS int64) error {
+	granted := time.Duration(grantedMS) * time.Millisecond
+	if !o.timeoutSet || granted <= o.sessionTimeout {
+		return nil
+	}
+	return optionError("session timeout %v: the ensemble granted %v, its least (its servers' minSessionTimeout, 2 ticks by default); ask for %v or more",
+		o.sessionTimeout, granted, granted)
 }
 
 // urlConfig is what a URL says.
@@ -128,8 +157,8 @@ func (cfg *urlConfig) parseQuery(raw string) error {
 		d, err := time.ParseDuration(v)
 		switch k {
 		case "session_timeout":
-			if err == nil && d < 10*time.Millisecond {
-				err = errors.New("must be at least 10ms")
+			if err == nil && d < minSessionTimeout {
+				err = fmt.Errorf("below %v, less than ZooKeeper servers grant (2 ticks at least: 4s with the usual tickTime of 2s)", minSessionTimeout)
 			}
 			cfg.opts = append(cfg.opts, WithSessionTimeout(d))
 		case "connect_timeout":

@@ -1,12 +1,14 @@
 package zklock
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
 
+	"github.com/golocker/locker/backend"
 	"github.com/golocker/locker/internal/driverkit"
 	"github.com/golocker/locker/internal/drivertest"
 )
@@ -83,7 +85,9 @@ func TestParseURLErrors(t *testing.T) {
 		"zk://h:1?chroot=/x":       `unknown parameter "chroot"`,
 		"zk://h:1?session_timeout=1s&session_timeout=2s": "given 2 times",
 		"zk://h:1?session_timeout=10":                    "bad session_timeout",
-		"zk://h:1?session_timeout=1ms":                   "at least 10ms",
+		"zk://h:1?session_timeout=1ms":                   "below 200ms",
+		"zk://h:1?session_timeout=100ms":                 "below 200ms, less than ZooKeeper servers grant",
+		"zk://h:1?session_timeout=-5s":                   "below 200ms",
 		"zk://h:1?connect_timeout=0s":                    "bad connect_timeout",
 	}, "secret")
 }
@@ -184,5 +188,35 @@ func checkEscape(t *testing.T, name string) {
 	}
 	if got, ok := unescape(e); !ok || got != name {
 		t.Errorf("unescape(escape(%q)) = %q, %v", name, got, ok)
+	}
+}
+
+func TestCheckGranted(t *testing.T) {
+	asked := func(d time.Duration) options {
+		o := defaultOptions()
+		if err := WithSessionTimeout(d)(&o); err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	for _, tc := range []struct {
+		name    string
+		o       options
+		granted int64 // ms
+		want    string
+	}{
+		{"granted as asked", asked(4 * time.Second), 4000, ""},
+		{"granted less (the servers' maximum)", asked(60 * time.Second), 40000, ""},
+		{"not known", asked(300 * time.Millisecond), 0, ""},
+		{"the default, raised", defaultOptions(), 12000, ""},
+		{"raised above an explicit ask", asked(300 * time.Millisecond), 400, "session timeout 300ms: the ensemble granted 400ms, its least (its servers' minSessionTimeout, 2 ticks by default); ask for 400ms or more"},
+	} {
+		err := checkGranted(tc.o, tc.granted)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v, want nil", tc.name, err)
+		case tc.want != "" && (!errors.Is(err, backend.ErrInvalidOption) || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: %v, want ErrInvalidOption saying %q", tc.name, err, tc.want)
+		}
 	}
 }
