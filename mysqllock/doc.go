@@ -33,7 +33,7 @@
 //
 //	table=golocker_locks     the lock table (WithTable); SCHEMA.TABLE on MySQL and PostgreSQL
 //	create_table=true        create the table on first use (WithCreateTable)
-//	max_conns=16             connection pool size (SQLite: always 1 per process)
+//	max_conns=16             connection pool size (not for SQLite: 1 per process)
 //	notify=true              postgres: wake the waiter whose turn it is with LISTEN/NOTIFY (WithNotify)
 //	busy_timeout=5s          sqlite: how long a statement waits for another process's write
 //	shared_lease=false       the holds share one renewed lease per lease length (WithSharedLease)

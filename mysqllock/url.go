@@ -246,11 +246,15 @@ func parseURL(u *url.URL) (*target, error) {
 			if err != nil || n < 1 {
 				return nil, bad("max_conns=%q: want a positive integer", v)
 			}
+			if t.dialect == DialectSQLite {
+				return nil, bad("max_conns applies to mysql:// and postgres://: sqlite:// uses one connection per process")
+			}
 			t.maxConns = n
 		case "busy_timeout":
 			d, err := time.ParseDuration(v)
-			if err != nil || d < 0 {
-				return nil, bad("busy_timeout=%q: want a duration such as 5s", v)
+			if err != nil || d < 0 || (d > 0 && d < time.Millisecond) {
+				// SQLite counts it in whole milliseconds.
+				return nil, bad("busy_timeout=%q: want 0 or a duration of 1ms or more, such as 5s", v)
 			}
 			t.busyTimeout = d
 		default:
@@ -309,11 +313,11 @@ func (t *target) parseMySQL(u *url.URL, p url.Values) error {
 			}
 			cfg.TLSConfig = v
 		case "timeout":
-			cfg.Timeout, err = time.ParseDuration(v)
+			cfg.Timeout, err = nonNegative(v)
 		case "read_timeout":
-			cfg.ReadTimeout, err = time.ParseDuration(v)
+			cfg.ReadTimeout, err = nonNegative(v)
 		case "write_timeout":
-			cfg.WriteTimeout, err = time.ParseDuration(v)
+			cfg.WriteTimeout, err = nonNegative(v)
 		case "allow_native_passwords":
 			cfg.AllowNativePasswords, err = strconv.ParseBool(v)
 		case "allow_cleartext_passwords":
@@ -325,6 +329,15 @@ func (t *target) parseMySQL(u *url.URL, p url.Values) error {
 	}
 	t.mysql, t.addr = cfg, cfg.Addr
 	return nil
+}
+
+// nonNegative parses a timeout of the MySQL driver, where 0 means none.
+func nonNegative(v string) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	if err == nil && d < 0 {
+		err = fmt.Errorf("negative (0 means no timeout)")
+	}
+	return d, err
 }
 
 func (t *target) parsePostgres(u *url.URL, p url.Values) error {

@@ -92,6 +92,19 @@ func TestParseURL(t *testing.T) {
 	for _, raw := range bad {
 		t.Run(raw, func(t *testing.T) { drivertest.BadURL(t, raw, "", parseOnly, secret, "s3cr/t-pw") })
 	}
+
+	// Values no database accepts, or that the driver would ignore.
+	impossible := map[string]string{
+		"mysql://u:" + secret + "@h/app?timeout=-1s":       `timeout="-1s": negative`,
+		"mysql://u:" + secret + "@h/app?read_timeout=-1s":  `read_timeout="-1s": negative`,
+		"mysql://u:" + secret + "@h/app?write_timeout=-1s": `write_timeout="-1s": negative`,
+		"sqlite:///x.db?max_conns=8":                       "sqlite:// uses one connection per process",
+		"sqlite:///x.db?busy_timeout=500us":                "1ms or more",
+		"sqlite:///x.db?busy_timeout=-1s":                  "1ms or more",
+	}
+	for raw, want := range impossible {
+		t.Run(raw, func(t *testing.T) { drivertest.BadURL(t, raw, want, parseOnly, secret) })
+	}
 }
 
 func TestQuoteTable(t *testing.T) {
