@@ -25,7 +25,8 @@
 // default authSource. Query parameters: collection=golocker_locks
 // (WithCollection) is golocker's; every other one must be a MongoDB
 // connection string option (replicaSet, tls, authSource, w, timeoutMS, …)
-// and goes to the Go driver; an unknown one is an error. Open connects
+// and goes to the Go driver; an unknown one is an error, and so is w=0
+// (unacknowledged writes cannot tell whether a lock was taken). Open connects
 // through the dial function of WithDialer when one is given, returns when
 // its ctx ends, and its errors name the hosts tried but never the
 // password. The Go driver's log messages go to the Client's logger

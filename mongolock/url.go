@@ -159,5 +159,11 @@ func parseURL(u *url.URL) (string, []Option, error) {
 		return "", nil, driverkit.BadURL("mongolock", "unknown parameter(s) %s (golocker's: collection; the rest must be MongoDB connection string options)",
 			strings.Join(names, ", "))
 	}
+	if cs.WNumberSet && cs.WNumber == 0 {
+		// The server does not answer an unacknowledged write: an acquisition
+		// could not tell whether it took the lock, nor a renewal or a release
+		// whether the hold was still there.
+		return "", nil, driverkit.BadURL("mongolock", "w=0: a lock needs acknowledged writes (w=1, w=majority, or no w)")
+	}
 	return uri, opts, nil
 }

@@ -59,6 +59,8 @@ func TestParseURL(t *testing.T) {
 	for _, raw := range bad {
 		t.Run(raw, func(t *testing.T) { drivertest.BadURL(t, raw, "", parseOnly, secret, "s3cr/t-pw") })
 	}
+	// Unacknowledged writes cannot take, renew or release a lock.
+	drivertest.BadURL(t, "mongodb://u:"+secret+"@h/app?w=0", "w=0: a lock needs acknowledged writes", parseOnly, secret)
 }
 
 // FuzzParseURL: no URL makes the parser panic, look up DNS, or put the
