@@ -24,9 +24,10 @@ HELPER_MODULES = internal/testserver/dockerhelper \
 	internal/testserver/etcdserver/etcdhelper \
 	internal/testserver/mongoserver/ferretdb \
 	$(EXAMPLE_MODULES) $(TOOL_MODULES)
-# Example programs with dependencies of their own (the Prometheus exporter),
-# kept out of the workspace like the helpers; `make test` tests them too.
-EXAMPLE_MODULES = otellocker/example/prometheus
+# Example programs with dependencies of their own (the Prometheus exporter,
+# the demo), kept out of the workspace like the helpers; `make test` tests
+# them too.
+EXAMPLE_MODULES = otellocker/example/prometheus examples/demo
 # The repository's own tools with dependencies that no user may get (the
 # release command needs golang.org/x/mod): out of the workspace, never
 # released; `make test` tests them too.
@@ -38,9 +39,12 @@ PACKAGES = $(subst ././...,./...,$(patsubst %,./%/...,$(MODULES)))
 
 all: lint test
 
-## demo: the main job on the embedded SQLite backend, with nothing installed
+## demo: worker processes contend for a lock on an embedded SQLite file,
+## one is frozen past its lease (examples/demo: package locker and the SQL
+## driver only, outside the workspace, so that a fresh machine builds
+## nothing else)
 demo:
-	$(GO) run ./cmd/lockctl demo
+	cd examples/demo && GOWORK=off $(GO) run .
 
 ## deps: install the server binaries the tests need (idempotent)
 deps:

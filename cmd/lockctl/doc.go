@@ -65,6 +65,16 @@
 // load sets the session's TTL to the scenario's unless the URL sets it.
 // docs/benchmarks.md shows figures for each backend.
 //
+// # demo
+//
+// demo runs golocker's demo — the one `make demo` runs on an embedded
+// SQLite file (examples/demo) — on the backend: three worker processes
+// take one lock in turn and append to a ledger that refuses a write whose
+// fencing token is below one it has accepted; one is frozen with SIGSTOP
+// while it holds the lock, for 2.5 leases, and its stale write is refused
+// when it wakes up. It ends with a verdict, and exits 1 if the verdict is
+// FAIL.
+//
 // # Exit status
 //
 //	the command's    when the command ran to its end (128+N if signal N killed it)

@@ -57,7 +57,7 @@ const usageText = `usage:
   lockctl [--url URL] bench [--workers N] [--duration D] [--hold D] [--think D] [--name NAME]
   lockctl [--url URL] serve [--addr ADDR] [--read-only] [--token-env VAR] [--basic-auth-env VAR] [--prefix P]
   lockctl [--url URL] load [--duration D] [--workers N] [--handles N] [--rate R] [--out DIR] SCENARIO
-  lockctl demo
+  lockctl [--url URL] demo
   lockctl --version
   lockctl CMD --help       the flags of CMD
 
@@ -183,7 +183,7 @@ var synopses = map[string]string{
 	"bench":   "lockctl [--url URL] bench [--workers N] [--duration D] [--hold D] [--think D] [--name NAME]",
 	"serve":   "lockctl [--url URL] serve [--addr ADDR] [--read-only] [--token-env VAR] [--basic-auth-env VAR] [--prefix P]",
 	"load":    "lockctl [--url URL] load [--duration D] [--workers N] [--handles N] [--rate R] [--out DIR] SCENARIO",
-	"demo":    "lockctl demo",
+	"demo":    "lockctl [--url URL] demo",
 }
 
 // helpFor returns the help of the subcommand whose flags are fs: its
