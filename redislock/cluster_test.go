@@ -2,6 +2,7 @@ package redislock_test
 
 import (
 	"context"
+	"errors"
 	"net"
 	"strconv"
 	"testing"
@@ -71,6 +72,48 @@ func TestClusterSlotMigration(t *testing.T) {
 	if tok := p.token.Load(); tok <= tokA {
 		t.Errorf("token after the move %d, not above %d before it: the fence counter did not move with the lock", tok, tokA)
 	}
+}
+
+// TestClusterALossAfterASlotMoveIsPushed: a held lock's slot moves to
+// another master, whose keyspace events the holder's Driver did not
+// watch; the Driver follows the slot (go-redis's view of the slots, asked
+// again every sweep) and its check after subscribing there finds the key
+// deleted on the new master, long before the first renewal.
+func TestClusterALossAfterASlotMoveIsPushed(t *testing.T) {
+	t.Parallel()
+	ctx := drivertest.Context(t, 2*time.Minute)
+	c := cluster.Get(t)
+	a := openClient(t, clusterURL(t), locker.WithTTL(pushTTL))
+	name := "migrate/" + t.Name()
+	m := locked(t, ctx, a, name)
+	key := a.Driver().(*redislock.Driver).Key(name)
+	from, to := migrateSlot(t, ctx, c, key)
+	t.Logf("moved slot %d (%s) from %s to %s", redisserver.KeySlot(key), key, from.Addr, to.Addr)
+	moved := time.Now()
+	drivertest.Eventually(t, 30*time.Second, "the key watched on its new master", func() bool {
+		return watchers(ctx, to, key) == 1
+	})
+	t.Logf("watched on the new master %v after the move", time.Since(moved).Round(time.Millisecond))
+	start := time.Now()
+	if err := del(ctx, to, key); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("Lost closed %v after the key was deleted on its new master", lostWithin(t, m, start, "after the slot moved").Round(time.Millisecond))
+	if err := m.Unlock(ctx); !errors.Is(err, locker.ErrLost) {
+		t.Errorf("Unlock of the lost hold = %v, want ErrLost", err)
+	}
+}
+
+// watchers returns how many connections to srv watch key's keyspace
+// events (db 0).
+func watchers(ctx context.Context, srv *redisserver.RedisServer, key string) int64 {
+	r, err := srv.Do(ctx, "PUBSUB", "NUMSUB", "__keyspace@0__:"+key)
+	l, _ := r.([]any)
+	if err != nil || len(l) != 2 {
+		return -1
+	}
+	n, _ := l[1].(int64)
+	return n
 }
 
 // migrateSlot moves the slot of key, with its keys, from its master to

@@ -34,6 +34,7 @@
 //	wait_replicas=N            not redlock (WithWaitReplicas)
 //	wait_timeout=50ms          with wait_replicas
 //	batch=N                    not redlock, not with wait_replicas (WithBatch; default 0)
+//	keyspace_events=true|false not redlock (WithKeyspaceEvents; default: ask the servers)
 //	sentinel_username=, sentinel_password=    redis+sentinel: the sentinels' own credentials
 //	tls_server_name=, tls_insecure_skip_verify=false, tls_ca_file=,
 //	tls_cert_file=, tls_key_file=             rediss
@@ -57,7 +58,9 @@
 // %7B, %7D). Lua scripts in scripts/ acquire, release, renew, free by
 // force and count waiters; they run with EVALSHA, falling back to EVAL.
 // Each Driver also has a pub/sub channel of its own, its inbox,
-// golocker:inbox:<128 random bits>.
+// golocker:inbox:<128 random bits>, and, when it watches its keys (Lost
+// holds, below), subscribes to the keyspace channels of the keys it holds,
+// __keyspace@<db>__:golocker:{orders/42}.
 //
 // The fencing counter is never deleted, so tokens keep growing after a
 // release: it costs one small string key per name ever locked, for the
@@ -82,11 +85,54 @@
 //     backend.QueueInspector, backend.BatchRenewer (one script per Cluster
 //     slot and chunk, pipelined) and backend.LogSetter; its leases
 //     implement backend.Passer.
-//   - Not LostSignal: Redis does not tell a client that a key was deleted
-//     or expired; the next renewal finds it, and Lost closes then.
+//   - LostSignal when the servers publish keyspace events (Lost holds,
+//     below); otherwise the next renewal finds a deleted key, and Lost
+//     closes then.
 //
 // RedLock: Expiry, CrossProcess, backend.Inspector; no Fencing (Token is
-// 0), no Notify (package locker retries with back-off).
+// 0), no Notify (package locker retries with back-off), no LostSignal
+// (the next renewal finds a lost hold).
+//
+// # Lost holds
+//
+// Redis tells a client that a key was deleted only through keyspace
+// notifications, which a server publishes when its notify-keyspace-events
+// setting asks for them; Redis's default is none. A Driver watches the
+// keys of its holds, and declares LostSignal, when the servers publish the
+// keyspace events (K) of generic commands (g) and of expiries (x): for
+// example notify-keyspace-events "Kgx", or "KA". Open asks each master
+// (CONFIG GET) unless keyspace_events says; New watches only with
+// WithKeyspaceEvents(true). Set it in the configuration file of every
+// server, replicas included: CONFIG SET is not replicated, and a replica
+// promoted by a failover keeps its own setting.
+//
+// A watching Driver subscribes, off the caller's path, to the keyspace
+// channel of each key it holds, on the master that has the key (in a
+// Cluster each node publishes its own keys' events, unlike PUBLISH, which
+// is broadcast). When an event may have ended a hold — DEL, UNLINK,
+// ForceRelease (which deletes the key before it hands the lock on), an
+// expiry, an eviction (with e in the setting), RENAME, MOVE — it asks
+// Redis for the key's owner, and Lost fires if Redis no longer has the
+// hold's. An event names a key, not a hold, so this check is what keeps a
+// late event of an older hold (the Driver's own release, another
+// process's) from being taken for the loss of a newer one. The same check
+// runs when a subscription is confirmed: a new one (the key could have
+// been deleted between the grant and the subscription) and one go-redis
+// made again after a reconnect (events published while the connection was
+// down are lost). On a Cluster, the Driver asks for the slots every second
+// while it holds anything, and moves a key's subscription to its slot's
+// new master after a failover or a resharding, checking it there.
+//
+// The holder is told within a message's delivery and one round trip
+// (bench figures in docs/drivers/redis.md), and an expiry when Redis
+// removes the key (its active expiry runs 10 times a second by default).
+// Not seen: FLUSHALL and FLUSHDB, which publish no event per key; a key
+// written over by SET (only with $ in the setting); fields of the hash
+// changed by hand. The next renewal finds those, within a third of the
+// lease. The cost: one more pub/sub connection per Driver (one per master
+// on a Cluster), a SUBSCRIBE and a check for each name the Driver did not
+// hold in the last 5 s, and an event per write to a held key that the
+// server sends anyway; no call on the path of Lock and Unlock.
 //
 // # Waiting
 //

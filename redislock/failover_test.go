@@ -15,6 +15,7 @@ import (
 	"github.com/golocker/locker/backend"
 	"github.com/golocker/locker/internal/drivertest"
 	"github.com/golocker/locker/internal/testserver/redisserver"
+	"github.com/golocker/locker/redislock"
 )
 
 // prober tries to take a lock from another client over and over, and
@@ -153,6 +154,51 @@ func TestSentinelFailover(t *testing.T) {
 		t.Errorf("token after the failover %d, not above %d before it", tok, tokA)
 	}
 	t.Logf("prober: %d errors while the master was down", p.errs.Load())
+}
+
+// TestSentinelALossAfterAFailoverIsPushed: after a failover, the Driver's
+// pub/sub connection follows the master (go-redis asks the sentinels when
+// it reconnects, and the Driver checks its holds once subscribed again), so
+// a deletion on the new master reaches the holder long before its first
+// renewal.
+func TestSentinelALossAfterAFailoverIsPushed(t *testing.T) {
+	t.Parallel()
+	ctx := drivertest.Context(t, 2*time.Minute)
+	s := redisserver.RedisSentinel(t) // its own: the test kills its master
+	publishKeyspaceEvents(t, s.Servers...)
+	c := openClient(t, sentinelURLOf(s), locker.WithTTL(pushTTL))
+	if !c.Capabilities().LostSignal {
+		t.Fatal("a Driver on servers with keyspace events does not declare LostSignal")
+	}
+	name := "failover/" + t.Name()
+	m := locked(t, ctx, c, name)
+	old, err := s.Master(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := old.Do(ctx, "CLIENT", "PAUSE", "60000", "WRITE"); err != nil {
+		t.Fatal(err)
+	}
+	waitReplicaCaughtUp(t, ctx, old, s.Servers)
+	if err := old.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	newMaster, err := s.WaitFailover(ctx, old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("failover to %s took %v", newMaster.Addr, time.Since(killed).Round(time.Millisecond))
+	select {
+	case <-m.Lost():
+		t.Fatal("the hold was reported lost in the failover (the replica had caught up)")
+	default:
+	}
+	start := time.Now()
+	if err := del(ctx, newMaster, c.Driver().(*redislock.Driver).Key(name)); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("Lost closed %v after the key was deleted on the new master", lostWithin(t, m, start, "after the failover").Round(time.Millisecond))
 }
 
 // waitReplicaCaughtUp waits until every replica of master has its whole

@@ -122,9 +122,10 @@ func readHolds(ctx context.Context, c redis.Cmdable, k keys, lockKeys []string) 
 }
 
 // ForceRelease implements backend.Inspector: it frees the lock whoever
-// holds it, handing it to the oldest waiter, if any, at once.
-// The holder learns of it at its next renewal (Lost closes, Unlock returns
-// ErrLost).
+// holds it, handing it to the oldest waiter, if any, at once. A holder
+// whose Driver watches its keys (the servers publish keyspace events:
+// WithKeyspaceEvents) learns of it at once; otherwise at its next renewal
+// (Lost closes, Unlock returns ErrLost).
 func (d *Driver) ForceRelease(ctx context.Context, name string) error {
 	if err := validName(name); err != nil {
 		return err

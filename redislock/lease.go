@@ -18,6 +18,7 @@ type lease struct {
 	ttl   time.Duration
 	token uint64
 	start time.Time
+	lost  *backend.LostSignal // set before the lease is returned when the Driver watches its keys
 }
 
 func (d *Driver) newLease(r backend.Request, key string) *lease {
@@ -31,8 +32,10 @@ func (l *lease) Token() uint64 { return l.token }
 // Redis was last set.
 func (l *lease) Start() time.Time { return l.start }
 
-// Lost returns nil: a deleted or expired key is found by the next renewal.
-func (l *lease) Lost() *backend.LostSignal { return nil }
+// Lost returns the signal that the Driver fires when Redis no longer has
+// the hold (keyspace.go), or nil when the Driver does not watch its keys:
+// the next renewal then finds a deleted key.
+func (l *lease) Lost() *backend.LostSignal { return l.lost }
 
 // redisOwner is the owner that Redis has for the hold: the chain's.
 func (l *lease) redisOwner() string {
@@ -82,6 +85,9 @@ func (l *lease) Pass(_ context.Context, r backend.Request) (backend.Lease, error
 		d.background.Add(1)
 	}
 	d.mu.Unlock()
+	if d.watch != nil {
+		d.watch.pass(l, next)
+	}
 	if reserve {
 		go d.reserve(c)
 	}
@@ -92,6 +98,9 @@ func (l *lease) Pass(_ context.Context, r backend.Request) (backend.Lease, error
 // the lock, handing it to the oldest waiter in Redis, if any. A hold of a
 // chain releases as the chain's owner, if it is the chain's hold now.
 func (l *lease) Release(ctx context.Context) error {
+	if l.d.watch != nil {
+		l.d.watch.unwatch(l)
+	}
 	if l.c != nil && !l.d.endChain(l) {
 		return backend.ErrLost
 	}

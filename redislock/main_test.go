@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -20,17 +21,61 @@ import (
 // starts on the first test that asks for it.
 var servers testserver.Shared
 
+// The shared standalone, persistent, Cluster and Sentinel deployments
+// publish keyspace events (notify-keyspace-events), so that the Drivers
+// opened on them watch their keys and declare LostSignal; the tests that
+// start servers of their own, and the RedLock instances, leave the setting
+// at Redis's default (none).
 var (
-	standalone = testserver.NewLazy(&servers, redisserver.Redis)
-	persistent = testserver.NewLazy(&servers, func(t testserver.TB) *redisserver.RedisServer {
-		return redisserver.RedisWith(t, redisserver.RedisOptions{Persistence: true})
+	standalone = testserver.NewLazy(&servers, func(t testserver.TB) *redisserver.RedisServer {
+		srv := redisserver.Redis(t)
+		publishKeyspaceEvents(t, srv)
+		return srv
 	})
-	cluster   = testserver.NewLazy(&servers, redisserver.RedisCluster)
-	sentinel  = testserver.NewLazy(&servers, redisserver.RedisSentinel)
+	persistent = testserver.NewLazy(&servers, func(t testserver.TB) *redisserver.RedisServer {
+		// On the command line: the suite restarts this server.
+		return redisserver.RedisWith(t, redisserver.RedisOptions{Persistence: true, Args: []string{"--notify-keyspace-events", keyspaceEvents}})
+	})
+	cluster = testserver.NewLazy(&servers, func(t testserver.TB) *redisserver.RedisClusterServer {
+		c := redisserver.RedisCluster(t)
+		publishKeyspaceEvents(t, c.Nodes...)
+		return c
+	})
+	sentinel = testserver.NewLazy(&servers, func(t testserver.TB) *redisserver.RedisSentinelServer {
+		s := redisserver.RedisSentinel(t)
+		srvs := s.Servers
+		if len(srvs) == 0 { // named by the environment: its master, at least
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			m, err := s.Master(ctx)
+			if err != nil {
+				t.Fatalf("the Sentinel setup's master: %v", err)
+			}
+			srvs = append(srvs, m)
+		}
+		publishKeyspaceEvents(t, srvs...)
+		return s
+	})
 	instances = testserver.NewLazy(&servers, func(t testserver.TB) []*redisserver.RedisServer {
 		return redisserver.RedisInstances(t, 3)
 	})
 )
+
+// keyspaceEvents is the notify-keyspace-events setting of the shared
+// deployments: the keyspace events (K) of generic commands (g) and
+// expiries (x), what a Driver watches.
+const keyspaceEvents = "Kgx"
+
+// publishKeyspaceEvents turns on keyspace events on each server.
+func publishKeyspaceEvents(t testserver.TB, srvs ...*redisserver.RedisServer) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, srv := range srvs {
+		if _, err := srv.Do(ctx, "CONFIG", "SET", "notify-keyspace-events", keyspaceEvents); err != nil {
+			t.Fatalf("CONFIG SET notify-keyspace-events on %s: %v", srv.Addr, err)
+		}
+	}
+}
 
 // quiet discards go-redis's log lines (reconnections, sentinel
 // discovery), which the fault tests cause on purpose.

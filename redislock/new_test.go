@@ -38,6 +38,7 @@ func TestNewValidates(t *testing.T) {
 		{"batch over the bound", must(redislock.New(rdb, redislock.WithBatch(1001))), true},
 		{"batch with wait replicas", must(redislock.New(rdb, redislock.WithBatch(2), redislock.WithWaitReplicas(1, time.Second))), true},
 		{"batch on a RedLock", must(redislock.NewRedLock(three, redislock.WithBatch(2))), true},
+		{"keyspace events on a RedLock", must(redislock.NewRedLock(three, redislock.WithKeyspaceEvents(true))), true},
 	} {
 		if tc.err == nil {
 			t.Errorf("%s: no error", tc.name)

@@ -3,8 +3,10 @@ package redislock
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -47,7 +49,7 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (backend.Driver, e
 func open(ctx context.Context, cfg *urlConfig, o options) (backend.Driver, error) {
 	dials := newDialLog(o.Dialer)
 	if cfg.scheme == SchemeRedLock {
-		if err := o.refuse("RedLock", "WithWaitReplicas"); err != nil {
+		if err := o.refuse("RedLock", "WithWaitReplicas", "WithKeyspaceEvents"); err != nil {
 			return nil, err
 		}
 		clients := make([]redis.UniversalClient, len(cfg.addrs))
@@ -74,7 +76,75 @@ func open(ctx context.Context, cfg *urlConfig, o options) (backend.Driver, error
 		_ = client.Close()
 		return nil, fmt.Errorf("PING: %w", d.storeErr(err))
 	}
+	watch, err := keyspaceEventsOn(ctx, client, o.keyspaceEvents)
+	if err != nil {
+		_ = client.Close()
+		return nil, err
+	}
+	if watch {
+		d.watch = newWatcher(d)
+	}
 	return d, nil
+}
+
+// keyspaceEventsOn decides whether a Driver opened from a URL watches its
+// keys: as the option (or URL parameter) says, else when every master
+// publishes the keyspace events it needs. Asked for them, it fails if a
+// master says it lacks them; a master that does not answer CONFIG GET (a
+// managed service, a user without the right) counts as lacking them
+// unless the option says otherwise.
+func keyspaceEventsOn(ctx context.Context, client redis.UniversalClient, opt *bool) (bool, error) {
+	if opt != nil && !*opt {
+		return false, nil
+	}
+	var mu sync.Mutex
+	var lacking []string
+	unknown := false
+	err := driverkit.WithinErr(ctx, func() error {
+		return forEachMaster(ctx, client, func(ctx context.Context, c redis.Cmdable) error {
+			v, err := c.ConfigGet(ctx, "notify-keyspace-events").Result()
+			mu.Lock()
+			defer mu.Unlock()
+			var re redis.Error
+			switch {
+			case errors.As(err, &re):
+				unknown = true
+			case err != nil:
+				return err
+			case !publishesKeyspaceEvents(v["notify-keyspace-events"]):
+				lacking = append(lacking, fmt.Sprintf("%s has %q", addrOfCmdable(c), v["notify-keyspace-events"]))
+			}
+			return nil
+		})
+	})
+	switch {
+	case err != nil && opt == nil:
+		// Not known: the Driver does not watch.
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("redislock: keyspace_events: CONFIG GET notify-keyspace-events: %w", err)
+	case len(lacking) > 0 && opt != nil:
+		return false, optionError("keyspace_events=true, but notify-keyspace-events lacks K, g or x (e.g. Kgx): %s", strings.Join(lacking, "; "))
+	case len(lacking) > 0, unknown && opt == nil:
+		return false, nil
+	}
+	return true, nil
+}
+
+// publishesKeyspaceEvents reports whether a notify-keyspace-events value
+// publishes what a Driver watches: keyspace events (K) of generic commands
+// (g: DEL, UNLINK, RENAME…) and of expiries (x); A stands for every class.
+func publishesKeyspaceEvents(flags string) bool {
+	has := func(c string) bool { return strings.Contains(flags, c) }
+	return has("K") && (has("A") || has("g") && has("x"))
+}
+
+// addrOfCmdable names a server for an error.
+func addrOfCmdable(c redis.Cmdable) string {
+	if cl, ok := c.(*redis.Client); ok {
+		return cl.Options().Addr
+	}
+	return "the server"
 }
 
 // pingWithin PINGs client, returning when ctx ends even if go-redis does

@@ -27,8 +27,9 @@ type options struct {
 	waitTimeout      time.Duration
 	instanceTimeout  time.Duration
 	batch            int
-	directCalls      int // acquire calls sent on their own at a time (coalesce.go); tests set 0
-	driverkit.Common     // the dialer of the clients opened from a URL, the options set
+	keyspaceEvents   *bool // nil: Open asks the servers, New assumes none
+	directCalls      int   // acquire calls sent on their own at a time (coalesce.go); tests set 0
+	driverkit.Common       // the dialer of the clients opened from a URL, the options set
 }
 
 func defaultOptions() options {
@@ -111,6 +112,25 @@ func WithBatch(n int) Option {
 		}
 		o.batch = n
 		o.Set("WithBatch")
+		return nil
+	}
+}
+
+// WithKeyspaceEvents says whether the servers publish the keyspace events
+// of the lock keys: notify-keyspace-events includes K, g and x (for
+// example "Kgx", or "KA"). With true, the Driver watches the keys of its
+// holds and a hold whose key is deleted — ForceRelease, DEL or UNLINK by
+// hand, an expiry, an eviction — is reported lost at once (Lease.Lost,
+// Capabilities.LostSignal); see "Lost holds" in the package doc. Without
+// this option, Open asks the servers (CONFIG GET) and watches when every
+// master has the setting; New, which does no I/O, does not watch. Open
+// with true fails if a server says it lacks the setting; a server that
+// does not answer CONFIG GET (a managed service) is taken at its word.
+// URL parameter: keyspace_events. Not for RedLock.
+func WithKeyspaceEvents(on bool) Option {
+	return func(o *options) error {
+		o.keyspaceEvents = &on
+		o.Set("WithKeyspaceEvents")
 		return nil
 	}
 }

@@ -127,14 +127,18 @@ func TestAPassDoesNotOvertakeAnotherProcess(t *testing.T) {
 	getsItNext(t, ctx, local, localGot, r.Token(), "the local waiter")
 }
 
-// TestAPassOfALostLockIsLost: the holder's key is deleted behind its back
-// while a waiter of its Client waits. The release, which does not call
-// Redis, passes the lock; the passed hold's token is below that of the
-// next owner, who finds the lock free, and its Unlock reports ErrLost
-// without touching the next owner's lock.
+// TestAPassOfALostLockIsLost: without keyspace events, the holder's key is
+// deleted behind its back while a waiter of its Client waits. The release,
+// which does not call Redis, passes the lock; the passed hold's token is
+// below that of the next owner, who finds the lock free, and its Unlock
+// reports ErrLost without touching the next owner's lock. (With keyspace
+// events the holder is told at once, and its Unlock releases instead of
+// passing: TestAPassedHoldIsToldWhenItsKeyGoes.)
 func TestAPassOfALostLockIsLost(t *testing.T) {
 	t.Parallel()
-	ctx, name, c, other := passSetup(t, time.Minute)
+	url := standaloneURL(t) + "?keyspace_events=false"
+	ctx, name := drivertest.Context(t, time.Minute), "pass/"+t.Name()
+	c, other := openClient(t, url, locker.WithTTL(time.Minute)), openClient(t, url, locker.WithTTL(time.Minute))
 	holder, held := handedOff(t, ctx, c, other, name)
 	waiter, waiterGot := localWaiter(t, ctx, c, name, 1)
 

@@ -45,6 +45,7 @@ type Driver struct {
 	waiting    sync.WaitGroup // waits in the queue, and their leaving calls
 	background sync.WaitGroup // reserve.lua calls, clean-ups of failed calls
 	inboxName  string         // the channel of grants to this Driver's waiters
+	watch      *watcher       // the keys of the holds (keyspace.go); nil without keyspace events
 
 	mu      sync.Mutex
 	waiters map[string]*waiter   // by owner
@@ -95,9 +96,15 @@ func New(client redis.UniversalClient, opts ...Option) (*Driver, error) {
 			return nil, fmt.Errorf("redislock: New: WithWaitReplicas needs a *redis.Client or *redis.ClusterClient, got %T", client)
 		}
 	}
-	return newDriver(client, o, false), nil
+	d := newDriver(client, o, false)
+	if o.keyspaceEvents != nil && *o.keyspaceEvents {
+		d.watch = newWatcher(d)
+	}
+	return d, nil
 }
 
+// newDriver returns a Driver that does not watch its keys: the caller
+// sets d.watch when the servers publish keyspace events.
 func newDriver(client redis.UniversalClient, o options, own bool) *Driver {
 	installLog()
 	return &Driver{
@@ -129,14 +136,17 @@ func addrOf(client redis.UniversalClient) string {
 
 // Capabilities implements backend.Driver: fencing tokens from a per-name
 // counter, a queue of waiters in Redis that a release hands the lock to in
-// order, telling the waiter's Driver by pub/sub; leases that expire. Loss
-// is found by the next renewal (no push signal). With WithBatch, waiters
-// of different Drivers are not served in arrival order: no FIFO.
+// order, telling the waiter's Driver by pub/sub; leases that expire. With
+// the servers' keyspace events (WithKeyspaceEvents), a hold whose key is
+// deleted is reported lost at once (LostSignal); without, the next
+// renewal finds it. With WithBatch, waiters of different Drivers are not
+// served in arrival order: no FIFO.
 func (d *Driver) Capabilities() backend.Capabilities {
 	return backend.Capabilities{
 		Fencing:      true,
 		Notify:       true,
 		FIFO:         d.opts.batch == 0,
+		LostSignal:   d.watch != nil,
 		Expiry:       true,
 		CrossProcess: true,
 	}
@@ -162,6 +172,9 @@ func (d *Driver) Close() error {
 		d.background.Wait()
 		if b != nil {
 			b.stop()
+		}
+		if d.watch != nil {
+			d.watch.close()
 		}
 		if d.ownClient {
 			d.closeErr = d.client.Close()
@@ -205,7 +218,16 @@ func (d *Driver) Acquire(ctx context.Context, r backend.Request) (backend.Lease,
 		return nil, t.held
 	}
 	d.startChain(r.Name, t.l, t.last, false)
-	return t.l, nil
+	return d.hold(t.l), nil
+}
+
+// hold returns l, a hold that Redis granted, once its key is watched, if
+// the Driver watches.
+func (d *Driver) hold(l *lease) *lease {
+	if d.watch != nil {
+		d.watch.watch(l)
+	}
+	return l
 }
 
 // try runs the acquire script once. It returns the lease when granted

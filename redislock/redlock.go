@@ -61,7 +61,7 @@ func NewRedLock(clients []redis.UniversalClient, opts ...Option) (*RedLock, erro
 	if err := driverkit.Apply(&o, opts); err != nil {
 		return nil, err
 	}
-	if err := o.refuse("RedLock", "WithWaitReplicas", "WithBatch"); err != nil {
+	if err := o.refuse("RedLock", "WithWaitReplicas", "WithBatch", "WithKeyspaceEvents"); err != nil {
 		return nil, err
 	}
 	return newRedLock(clients, o, false), nil

@@ -35,7 +35,7 @@ func (cfg *urlConfig) URLOptions() []Option { return cfg.opts }
 // Query parameters by scheme. Every scheme takes the common ones.
 var (
 	commonParams = []string{"key_prefix", "dial_timeout", "read_timeout", "write_timeout", "pool_size"}
-	driverParams = []string{"wait_replicas", "wait_timeout", "batch"}
+	driverParams = []string{"wait_replicas", "wait_timeout", "batch", "keyspace_events"}
 	schemeParams = map[string][]string{
 		Scheme:         driverParams,
 		SchemeTLS:      slices.Concat(driverParams, driverkit.TLSParamNames),
@@ -166,6 +166,10 @@ func (cfg *urlConfig) parseQuery(raw string, schemeParams []string) error {
 				err = fmt.Errorf("must be 0 to %d", maxBatch)
 			}
 			cfg.opts = append(cfg.opts, WithBatch(n))
+		case "keyspace_events":
+			var on bool
+			on, err = strconv.ParseBool(v)
+			cfg.opts = append(cfg.opts, WithKeyspaceEvents(on))
 		case "instance_timeout":
 			var d time.Duration
 			d, err = positiveDuration(v)

@@ -36,6 +36,8 @@ func TestParseURL(t *testing.T) {
 		{url: "redis://h:1?key_prefix=", want: urlConfig{scheme: Scheme, addrs: []string{"h:1"}}, opts: options{keyPrefix: ""}},
 		{url: "redis://h:1?batch=8", want: urlConfig{scheme: Scheme, addrs: []string{"h:1"}}, opts: options{batch: 8}},
 		{url: "redis+cluster://h:1?batch=0", want: urlConfig{scheme: SchemeCluster, addrs: []string{"h:1"}}},
+		{url: "redis://h:1?keyspace_events=true", want: urlConfig{scheme: Scheme, addrs: []string{"h:1"}}, opts: options{keyspaceEvents: ptr(true)}},
+		{url: "redis+sentinel://s1/m?keyspace_events=0", want: urlConfig{scheme: SchemeSentinel, addrs: []string{"s1:26379"}, master: "m"}, opts: options{keyspaceEvents: ptr(false)}},
 		{
 			url:  "rediss://u:p@h:6380/2?tls_server_name=x&tls_insecure_skip_verify=true",
 			want: urlConfig{scheme: SchemeTLS, addrs: []string{"h:6380"}, username: "u", password: "p", db: 2},
@@ -69,7 +71,8 @@ func TestParseURL(t *testing.T) {
 			}
 			o := drivertest.Applied(t, options{}, cfg.opts)
 			if o.keyPrefix != tc.opts.keyPrefix || o.waitReplicas != tc.opts.waitReplicas ||
-				o.waitTimeout != tc.opts.waitTimeout || o.instanceTimeout != tc.opts.instanceTimeout || o.batch != tc.opts.batch {
+				o.waitTimeout != tc.opts.waitTimeout || o.instanceTimeout != tc.opts.instanceTimeout || o.batch != tc.opts.batch ||
+				(o.keyspaceEvents == nil) != (tc.opts.keyspaceEvents == nil) || o.keyspaceEvents != nil && *o.keyspaceEvents != *tc.opts.keyspaceEvents {
 				t.Errorf("options = %+v, want %+v", o, tc.opts)
 			}
 		})
@@ -117,6 +120,8 @@ func TestParseURLErrors(t *testing.T) {
 		"redis://h:1?batch=1001":                       "bad batch",
 		"redis://h:1?batch=many":                       "bad batch",
 		"redlock://h1:1,h2:2,h3:3?batch=2":             `unknown parameter "batch"`,
+		"redis://h:1?keyspace_events=maybe":            "bad keyspace_events",
+		"redlock://h1:1,h2:2,h3:3?keyspace_events=1":   `unknown parameter "keyspace_events"`,
 		"rediss://h:1?tls_cert_file=c":                 "go together",
 		"rediss://h:1?tls_insecure_skip_verify=maybe":  "bad tls_insecure_skip_verify",
 		"redis+sentinel://s1:26379":                    "no master name",
@@ -169,3 +174,5 @@ func FuzzParseURL(f *testing.F) {
 		"redis://u:pw@[::1]:1/2?key_prefix=x", "redlock://a,b,c?instance_timeout=1ms", "redis://:@:/",
 	)
 }
+
+func ptr[T any](v T) *T { return &v }

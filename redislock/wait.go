@@ -94,7 +94,7 @@ func (d *Driver) AcquireWait(ctx context.Context, r backend.Request) (backend.Le
 		switch {
 		case t.l != nil:
 			d.startChain(r.Name, t.l, t.last, false)
-			return t.l, nil
+			return d.hold(t.l), nil
 		case err != nil && !retryable(err):
 			return nil, err
 		}
@@ -207,7 +207,7 @@ func (d *Driver) granted(ctx context.Context, r backend.Request, l *lease, hande
 		}
 	}
 	d.startChain(r.Name, l, last, listen)
-	return l, nil
+	return d.hold(l), nil
 }
 
 // join registers a waiter for r, subscribing the Driver's inbox if it is
