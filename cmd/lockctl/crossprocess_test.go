@@ -6,13 +6,18 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/golocker/locker"
+	"github.com/golocker/locker/internal/testserver/redisserver"
 )
 
 // sharedURL is a backend that several lockctl processes share: a SQLite file.
@@ -137,14 +142,103 @@ func TestRunWhenHeldElsewhere(t *testing.T) {
 func TestRunTerminatesTheCommandWhenTheHoldIsLost(t *testing.T) {
 	u := sharedURL(t)
 	h, stderr := holder(t, u, []string{"--ttl", "600ms", "--grace", "5s", "doomed"}, loop)
-	if r := lockctl(t, nil, "--url", u, "release", "--force", "doomed"); r.code != 0 {
+	r := lockctl(t, nil, "--url", u, "release", "--force", "doomed")
+	if r.code != 0 {
 		t.Fatalf("release --force: exit %d %s", r.code, r.stderr)
+	}
+	if !strings.Contains(r.stdout, "next renewal") {
+		t.Errorf("release --force on SQLite said %q; want it to say the holder learns at its next renewal", r.stdout)
 	}
 	if code := exitCode(t, h, 30*time.Second); code != exitLost {
 		t.Errorf("exit %d, want %d; stderr: %s", code, exitLost, stderr)
 	}
 	if !strings.Contains(stderr.String(), "got TERM") || !strings.Contains(stderr.String(), "lost") {
 		t.Errorf("stderr %q: want the command to get SIGTERM and lockctl to say the hold was lost", stderr)
+	}
+}
+
+// TestRunOnRedisSignalsTheCommandBeforeAnotherRunHolds: on a Redis that
+// publishes keyspace events, a release by force reaches the holder through
+// Redis. Released just after a renewal of the hold, which a renewal would
+// find only a second later (lockctl run renews every second), the
+// holder's command gets SIGTERM within half of that, and before a second
+// lockctl run, started once the release has returned, runs its command
+// under the lock. The times are the commands' own: the trap's, which
+// interrupts a wait, and the second command's start.
+func TestRunOnRedisSignalsTheCommandBeforeAnotherRunHolds(t *testing.T) {
+	srv := redisserver.RedisWith(t, redisserver.RedisOptions{Args: []string{"--notify-keyspace-events", "Kgx"}})
+	u := "redis://" + srv.Addr
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	termed, second := filepath.Join(dir, "termed"), filepath.Join(dir, "second")
+	script := `trap "date +%s%N > '` + termed + `'; exit 42" TERM; echo ready; while :; do sleep 1 & wait $!; done`
+	h, stderr := holder(t, u, []string{"--ttl", "60s", "--grace", "5s", "doomed"}, script)
+
+	admin, err := locker.Open(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	// A renewal sets the key's lease back to 60s: release right after one.
+	pttl := func() int64 {
+		r, err := srv.Do(ctx, "PTTL", "golocker:{doomed}")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.(int64)
+	}
+	prev := pttl()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if time.Now().After(deadline) {
+			t.Fatal("no renewal of the hold within 10s")
+		}
+		time.Sleep(5 * time.Millisecond)
+		cur := pttl()
+		if cur > prev {
+			break
+		}
+		prev = cur
+	}
+	if err := admin.ForceRelease(ctx, "doomed"); err != nil {
+		t.Fatal(err)
+	}
+	released := time.Now()
+	r := lockctl(t, nil, "--url", u, "run", "--wait", "0", "doomed", "--", "sh", "-c", `date +%s%N > '`+second+`'`)
+	if r.code != 0 {
+		t.Fatalf("the second run: exit %d %s", r.code, r.stderr)
+	}
+	if code := exitCode(t, h, 30*time.Second); code != exitLost {
+		t.Errorf("the holder exited %d, want %d; stderr: %s", code, exitLost, stderr)
+	}
+	at := func(path string) time.Time {
+		t.Helper()
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		return time.Unix(0, n)
+	}
+	term, start := at(termed), at(second)
+	t.Logf("SIGTERM %v after the release returned, %v before the second run's command started", term.Sub(released), start.Sub(term))
+	if term.After(released.Add(checkEvery / 2)) {
+		t.Errorf("the command got SIGTERM %v after the release: not pushed (a renewal would find it %v after the last)", term.Sub(released), checkEvery)
+	}
+	if !term.Before(start) {
+		t.Errorf("the holder's command got SIGTERM %v after the second run's command started", term.Sub(start))
+	}
+
+	// release --force says that the holder is told at once.
+	m := admin.NewMutex("again")
+	if err := m.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := lockctl(t, nil, "--url", u, "release", "--force", "again"); r.code != 0 || !strings.Contains(r.stdout, "at once") {
+		t.Errorf("release --force: exit %d, stdout %q, stderr %q; want it to say the holder is told at once", r.code, r.stdout, r.stderr)
 	}
 }
 

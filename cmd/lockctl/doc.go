@@ -29,12 +29,25 @@
 // --wait D waits at most D; without --wait, run waits until the lock is
 // free; a held lock's message names its holder where the backend can say
 // (owner, token, time left). Signals sent to lockctl (INT, TERM, HUP, QUIT,
-// USR1, USR2) are passed to the command. The hold is checked on the store
-// every second at least (every renewal is owner-checked), so a hold freed
-// by force is noticed within about a second on every backend. If the hold
-// is lost while the command runs, the command gets SIGTERM, then SIGKILL
-// after --grace, and lockctl exits with 125, saying when and why; it also
-// exits with 125 if the release after the command finds the hold gone.
+// USR1, USR2) are passed to the command. If the hold is lost while the
+// command runs, the command gets SIGTERM at once, then SIGKILL after
+// --grace, and lockctl exits with 125, saying when and why; it also exits
+// with 125 if the release after the command finds the hold gone. How soon
+// a loss is known depends on the backend. etcd and ZooKeeper, and Redis
+// whose servers publish keyspace events (notify-keyspace-events Kgx; see
+// docs/drivers/redis.md), push it: a hold freed by force (release --force,
+// the admin page) or deleted by hand is told within milliseconds, in
+// practice before another lockctl run has started its command. Elsewhere
+// (SQL, MongoDB, Redis without the setting) the next renewal finds it:
+// the hold is checked on the store every second at least (every renewal
+// is owner-checked), so the command may still run for up to a second
+// while another owner holds the lock.
+//
+// # release
+//
+// release --force frees a lock whoever holds it, handing it to the next
+// waiter. It says whether the backend tells the holder at once or the
+// holder learns it at its next renewal.
 //
 // # serve
 //

@@ -99,6 +99,10 @@ func cmdRelease(ctx context.Context, g globals, args []string, e env) error {
 	case err != nil:
 		return fail(exitBackend, "%v", err)
 	}
-	fmt.Fprintf(e.stdout, "released %s\n", quote(pos[0]))
+	if c.Capabilities().LostSignal {
+		fmt.Fprintf(e.stdout, "released %s; the backend tells its holder at once\n", quote(pos[0]))
+	} else {
+		fmt.Fprintf(e.stdout, "released %s; its holder learns it at its next renewal, up to a third of its lease later (within a second under lockctl run), and may act as the holder until then\n", quote(pos[0]))
+	}
 	return nil
 }

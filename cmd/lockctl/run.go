@@ -52,7 +52,9 @@ func cmdRun(ctx context.Context, g globals, args []string, e env) error {
 	defer signal.Stop(sigs)
 
 	// Every renewal is owner-checked: at least once a second, so that a
-	// release by force is noticed within a second on every backend.
+	// release by force is noticed within a second on a backend that does
+	// not push the loss (Capabilities.LostSignal); one that does tells the
+	// hold at once, and the command gets SIGTERM then.
 	opts := []locker.Option{locker.WithTTL(ttl.d)}
 	if ttl.d/3 > checkEvery {
 		opts = append(opts, locker.WithRenewInterval(checkEvery))
@@ -203,11 +205,15 @@ func runHeld(m *locker.Mutex, name string, command []string, grace time.Duration
 		case <-lost:
 			lost = nil
 			lostOnce.Do(func() {
-				lostMsg = fmt.Sprintf("the hold on %s was lost at %s, %v after it was taken, while the command ran: %v",
-					quote(name), time.Now().Format("15:04:05.000"), time.Since(start).Round(time.Millisecond), holdErr(m))
-				fmt.Fprintf(e.stderr, "lockctl: %s; sending SIGTERM (SIGKILL in %v)\n", lostMsg, grace)
+				// The signal first: another owner may hold the lock
+				// already, and the message goes to a stderr that may be
+				// slow to take it.
+				at := time.Now()
 				signalCmd(syscall.SIGTERM)
 				killTimer = time.After(grace)
+				lostMsg = fmt.Sprintf("the hold on %s was lost at %s, %v after it was taken, while the command ran: %v",
+					quote(name), at.Format("15:04:05.000"), at.Sub(start).Round(time.Millisecond), holdErr(m))
+				fmt.Fprintf(e.stderr, "lockctl: %s; sent SIGTERM (SIGKILL in %v)\n", lostMsg, grace)
 			})
 		case <-killTimer:
 			killTimer = nil
