@@ -56,7 +56,11 @@
 // operator saw (owner and token), and refuses with 409 Conflict if it
 // changed hands; backend.Inspector's ForceRelease takes no owner, so a
 // change in the one store round trip between the check and the release
-// cannot be detected.
+// cannot be detected. The confirmation says when the holder learns of the
+// release: at once where the driver declares LostSignal (etcd, ZooKeeper,
+// Redis whose servers publish keyspace events); otherwise at its next
+// renewal, up to a third of its lease later, while the next owner may
+// already hold the lock.
 //
 // # Charts
 //

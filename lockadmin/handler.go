@@ -130,12 +130,17 @@ type pageData struct {
 	Prefix      string
 	ReadOnly    bool
 	HasRecorder bool
+	// LostPushed: the backend tells a holder at once that its hold was
+	// released by force (Capabilities.LostSignal); otherwise the holder
+	// learns it at its next renewal, and the dialog says so.
+	LostPushed bool
 }
 
 func (h *Handler) page(w http.ResponseWriter, r *http.Request, _ string) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
-	d := pageData{CSRF: h.csrf, Backend: h.cfg.backend, Prefix: h.cfg.prefix, ReadOnly: h.cfg.readOnly, HasRecorder: h.cfg.rec != nil}
+	d := pageData{CSRF: h.csrf, Backend: h.cfg.backend, Prefix: h.cfg.prefix, ReadOnly: h.cfg.readOnly, HasRecorder: h.cfg.rec != nil,
+		LostPushed: h.c.Capabilities().LostSignal}
 	if err := pages.ExecuteTemplate(w, "index.html", d); err != nil {
 		h.cfg.audit.Error("lockadmin: rendering the page", "err", err)
 	}

@@ -5,6 +5,10 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/golocker/locker"
+	"github.com/golocker/locker/backend"
+	"github.com/golocker/locker/locallock"
 )
 
 func TestPage(t *testing.T) {
@@ -48,6 +52,12 @@ func TestPage(t *testing.T) {
 			if w.Code != 200 || !strings.HasPrefix(w.Header().Get("Content-Type"), ct) || w.Body.Len() < 200 {
 				t.Errorf("GET %s: %d %q, %d bytes", path, w.Code, w.Header().Get("Content-Type"), w.Body.Len())
 			}
+		}
+	})
+
+	t.Run("says_the_holder_is_told_at_once_where_the_store_pushes_the_loss", func(t *testing.T) {
+		if !strings.Contains(page, "data-lost-pushed") || !strings.Contains(page, "tells the holder at once") || strings.Contains(page, `id="c-window"`) {
+			t.Error("the page of a backend that pushes losses does not say the holder is told at once")
 		}
 	})
 
@@ -127,5 +137,31 @@ func TestPasswordIsNeverShown(t *testing.T) {
 	}
 	if !strings.Contains(seen.String(), "postgres://app:xxxxx@db:5432/locks") {
 		t.Error("the redacted URL is not shown")
+	}
+}
+
+// noPush is a driver that does not push losses (Capabilities.LostSignal
+// false), as the SQL and MongoDB drivers.
+type noPush struct{ backend.Driver }
+
+func (d noPush) Capabilities() backend.Capabilities {
+	c := d.Driver.Capabilities()
+	c.LostSignal = false
+	return c
+}
+
+// TestPageSaysWhenTheHolderLearnsLate: where the store does not push a
+// loss, the force-release dialog says that the holder learns it at its
+// next renewal and may act as the holder until then.
+func TestPageSaysWhenTheHolderLearnsLate(t *testing.T) {
+	c, err := locker.New(noPush{locallock.New(locallock.NewStore())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	page := serve(newHandler(t, c), localReq("GET", "/", nil)).Body.String()
+	if strings.Contains(page, "data-lost-pushed") || !strings.Contains(page, `id="c-window"`) ||
+		!strings.Contains(page, "at its next renewal, up to a third of its lease later") || !strings.Contains(page, "may still act as the holder") {
+		t.Errorf("the dialog of a backend that does not push losses does not state the window:\n%s", page)
 	}
 }

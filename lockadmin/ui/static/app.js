@@ -11,6 +11,7 @@
   const csrf = document.querySelector('meta[name="csrf-token"]').content;
   const readOnly = document.body.hasAttribute('data-read-only');
   const hasRecorder = document.body.hasAttribute('data-recorder');
+  const lostPushed = document.body.hasAttribute('data-lost-pushed');
 
   // ---- Holds table ----
 
@@ -249,7 +250,9 @@
         r.tr.remove();
         rows.delete(target.name);
       }
-      note('Released ' + body.released + ' (token ' + body.token + '); its holder will see the hold lost.');
+      note('Released ' + body.released + ' (token ' + body.token + '); ' + (lostPushed
+        ? 'its holder is told at once.'
+        : 'its holder learns it at its next renewal, up to a third of its lease later.'));
       refreshHolds();
     } catch (e3) {
       cerr.textContent = 'The request failed: ' + e3.message;
