@@ -107,9 +107,13 @@
 // promoted by a failover keeps its own setting.
 //
 // A watching Driver subscribes, off the caller's path, to the keyspace
-// channel of each key it holds, on the master that has the key (in a
-// Cluster each node publishes its own keys' events, unlike PUBLISH, which
-// is broadcast). When an event may have ended a hold — DEL, UNLINK,
+// channel of each key it has held for 20 ms, on the master that has the
+// key (in a Cluster each node publishes its own keys' events, unlike
+// PUBLISH, which is broadcast), and keeps the subscription 5 s after the
+// last hold. (A subscribed key brings its Driver a message for each write
+// of its own scripts to it, which go-redis reads at some µs of CPU each:
+// a Lock/Unlock loop, whose holds are shorter, never pays it.) When an
+// event may have ended a hold — DEL, UNLINK,
 // ForceRelease (which deletes the key before it hands the lock on), an
 // expiry, an eviction (with e in the setting), RENAME, MOVE — it asks
 // Redis for the key's owner, and Lost fires if Redis no longer has the
@@ -123,16 +127,17 @@
 // while it holds anything, and moves a key's subscription to its slot's
 // new master after a failover or a resharding, checking it there.
 //
-// The holder is told within a message's delivery and one round trip
-// (bench figures in docs/drivers/redis.md), and an expiry when Redis
-// removes the key (its active expiry runs 10 times a second by default).
+// The holder is told within a message's delivery and one round trip, a
+// hold younger than 20 ms once it is 20 ms old (figures in
+// docs/drivers/redis.md), and of an expiry when Redis removes the key
+// (its active expiry runs 10 times a second by default).
 // Not seen: FLUSHALL and FLUSHDB, which publish no event per key; a key
 // written over by SET (only with $ in the setting); fields of the hash
 // changed by hand. The next renewal finds those, within a third of the
 // lease. The cost: one more pub/sub connection per Driver (one per master
-// on a Cluster), a SUBSCRIBE and a check for each name the Driver did not
-// hold in the last 5 s, and an event per write to a held key that the
-// server sends anyway; no call on the path of Lock and Unlock.
+// on a Cluster); a SUBSCRIBE and a check for each name held 20 ms that
+// the Driver did not watch in the last 5 s; a message per write to a
+// watched key; no call on the path of Lock and Unlock.
 //
 // # Waiting
 //

@@ -24,10 +24,17 @@ import (
 // A Driver that watches subscribes to the keyspace channel of each key it
 // holds, __keyspace@<db>__:<key>, on the master that has the key: unlike
 // PUBLISH, keyspace events are not broadcast in a Cluster, each node
-// publishes its own keys'. It keeps a subscription for keepWatching after
-// the key's last hold ended, so a name held again and again is subscribed
-// once. One worker goroutine sends the SUBSCRIBEs and the checks (below),
-// off the caller's path; one listener per connection reads the events.
+// publishes its own keys'. It subscribes once a hold has lasted
+// watchAfter, and keeps a subscription for keepWatching after the key's
+// last hold ended, so a name held again and again is subscribed once. A
+// subscribed key costs its Driver a message for each write of its own
+// scripts to it (an "expire" at each grant and renewal, a "del" at each
+// release), which go-redis reads at a few µs of CPU each: holds shorter
+// than watchAfter, as in a Lock/Unlock loop, never pay it, and a loss in
+// a hold's first watchAfter is told by the check that follows the
+// subscription (below), watchAfter and a round trip later. One worker
+// goroutine sends the SUBSCRIBEs and the checks, off the caller's path;
+// one listener per connection reads the events.
 //
 // An event names a key, not a hold: a "del" can be the Driver's own release
 // of an earlier hold, or another owner's release from before this hold was
@@ -45,10 +52,12 @@ import (
 // Not seen: FLUSHALL and FLUSHDB, which publish no event per key, and
 // fields of the hash changed by hand. The next renewal finds those.
 
-// Timing of the watcher: a sweep unsubscribes keys that nobody held for
+// Timing of the watcher: a key is subscribed once its hold has lasted
+// watchAfter; a sweep unsubscribes keys that nobody held for
 // keepWatching and, on a Cluster, follows keys whose slot moved; a check
 // that failed is retried from checkRetry, doubling up to maxCheckRetry.
 const (
+	watchAfter    = 20 * time.Millisecond
 	keepWatching  = 5 * time.Second
 	sweepEvery    = time.Second
 	watchTimeout  = 2 * time.Second // one SUBSCRIBE, UNSUBSCRIBE or check
@@ -77,11 +86,12 @@ type watcher struct {
 
 // watched is one watched key.
 type watched struct {
-	l      *lease    // the Driver's hold of the key now (a chain's current one); nil: none
-	n      *node     // where its channel is subscribed; nil: not yet
-	slot   uint16    // its Cluster slot
-	fresh  bool      // in watcher.fresh
-	idleAt time.Time // when its last hold ended
+	l      *lease      // the Driver's hold of the key now (a chain's current one); nil: none
+	n      *node       // where its channel is subscribed; nil: not yet
+	slot   uint16      // its Cluster slot
+	fresh  bool        // in watcher.fresh
+	due    *time.Timer // subscribes the key when its hold has lasted watchAfter
+	idleAt time.Time   // when its last hold ended
 }
 
 // node is a pub/sub connection to one server.
@@ -138,8 +148,23 @@ func (w *watcher) watch(l *lease) {
 	}
 	e.l = l
 	if e.n == nil && !e.fresh {
+		if e.due == nil {
+			key := l.key
+			e.due = time.AfterFunc(watchAfter, func() { w.lasted(key) })
+		} else {
+			e.due.Reset(watchAfter)
+		}
+	}
+}
+
+// lasted subscribes key, whose hold has lasted watchAfter, if it is still
+// held and not subscribed.
+func (w *watcher) lasted(key string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if e := w.keys[key]; e != nil && e.l != nil && e.n == nil && !e.fresh && !w.closed {
 		e.fresh = true
-		w.fresh = append(w.fresh, l.key)
+		w.fresh = append(w.fresh, key)
 		w.poke()
 	}
 }
@@ -166,6 +191,9 @@ func (w *watcher) unwatch(l *lease) {
 	defer w.mu.Unlock()
 	if e := w.keys[l.key]; e != nil && e.l == l {
 		e.l, e.idleAt = nil, time.Now()
+		if e.due != nil {
+			e.due.Stop()
+		}
 	}
 }
 
@@ -181,6 +209,11 @@ func (w *watcher) poke() {
 func (w *watcher) close() {
 	w.mu.Lock()
 	w.closed = true
+	for _, e := range w.keys {
+		if e.due != nil {
+			e.due.Stop()
+		}
+	}
 	w.mu.Unlock()
 	w.cancel()
 	w.wg.Wait()
@@ -451,6 +484,9 @@ func (w *watcher) sweep() {
 		case e == nil:
 		case e.l == nil && now.Sub(e.idleAt) >= keepWatching:
 			delete(w.keys, key)
+			if e.due != nil {
+				e.due.Stop()
+			}
 			if e.n != nil {
 				e.n.keys--
 				drop[e.n] = append(drop[e.n], w.prefix+key)

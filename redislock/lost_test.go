@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -39,11 +41,12 @@ func lostWithin(t *testing.T, m *locker.Mutex, since time.Time, what string) tim
 }
 
 // TestAHoldIsToldAtOnceWhenItsKeyGoes: on servers that publish keyspace
-// events, whatever deletes a hold's key tells its holder through Redis,
-// long before its first renewal could: the admin tools' ForceRelease
-// (also when it hands the lock to a waiter at once), DEL and UNLINK by
-// hand, an expiry, a RENAME. The holder's Unlock then reports ErrLost and
-// the lock is the next owner's.
+// events, whatever deletes a watched hold's key tells its holder through
+// Redis, long before its first renewal could: the admin tools'
+// ForceRelease (also when it hands the lock to a waiter at once), DEL and
+// UNLINK by hand, an expiry, a RENAME. The holder's Unlock then reports
+// ErrLost and the lock is the next owner's. (A hold younger than the
+// Driver's watchAfter is not watched yet: TestForceReleaseIsPushedOnEveryTopology.)
 func TestAHoldIsToldAtOnceWhenItsKeyGoes(t *testing.T) {
 	t.Parallel()
 	srv := standalone.Get(t)
@@ -80,6 +83,7 @@ func TestAHoldIsToldAtOnceWhenItsKeyGoes(t *testing.T) {
 				wc := openClient(t, url)
 				got = queued(t, ctx, wc.NewMutex(name), wc, 1)
 			}
+			drivertest.Eventually(t, 30*time.Second, "the key watched", func() bool { return watchers(ctx, srv, key) >= 1 })
 			start := time.Now()
 			if err := tc.drop(ctx, key, name); err != nil {
 				t.Fatal(err)
@@ -101,7 +105,8 @@ func TestAHoldIsToldAtOnceWhenItsKeyGoes(t *testing.T) {
 
 // TestForceReleaseIsPushedOnEveryTopology: on a Cluster the keyspace event
 // comes from the master of the key's slot, on Sentinel from the master the
-// sentinels name.
+// sentinels name. Released right after Lock, before its Driver subscribes
+// (watchAfter), a hold is told by the check that follows the subscription.
 func TestForceReleaseIsPushedOnEveryTopology(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -215,6 +220,16 @@ func TestHoldsOfOneNameNeverTakeAnOlderHoldsEvents(t *testing.T) {
 	url := standaloneURL(t)
 	name := "turns/" + t.Name()
 	cs := []*locker.Client{openClient(t, url, locker.WithTTL(pushTTL)), openClient(t, url, locker.WithTTL(pushTTL))}
+	// Each Client holds the name until its Driver watches the key, which
+	// it then keeps watching through the short holds below.
+	srv, key := standalone.Get(t), cs[0].Driver().(*redislock.Driver).Key(name)
+	for i, c := range cs {
+		m := locked(t, ctx, c, name)
+		drivertest.Eventually(t, 30*time.Second, "the key watched", func() bool { return watchers(ctx, srv, key) == int64(i+1) })
+		if err := m.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for i := range 400 {
 		m := cs[i%2].NewMutex(name)
 		if err := m.Lock(ctx); err != nil {
@@ -342,5 +357,101 @@ func TestTryLockWithTheServerDownNamesTheCause(t *testing.T) {
 	}
 	if took > bound+2*time.Second+time.Second {
 		t.Errorf("TryLock with a %v ctx returned after %v: %v", bound, took, err)
+	}
+}
+
+// BenchmarkLostSignal measures how long a hold takes to learn that its
+// key went, on each topology, from the return of the call that deleted it
+// (DEL by hand, or ForceRelease) to Lost's closing: p50 and p99 in µs.
+// "watched": the key's subscription is in place (the event tells); "young":
+// a name the Driver never held, deleted right after Lock, before the
+// Driver subscribes (watchAfter), so the check after the subscription
+// tells.
+func BenchmarkLostSignal(b *testing.B) {
+	for _, top := range []struct {
+		name string
+		url  func(testing.TB) string
+		srv  func(testing.TB, context.Context, string) *redisserver.RedisServer
+	}{
+		{"standalone", standaloneURLOf, func(t testing.TB, _ context.Context, _ string) *redisserver.RedisServer { return standalone.Get(t) }},
+		{"cluster", func(t testing.TB) string { return "redis+cluster://" + strings.Join(cluster.Get(t).Addrs(), ",") },
+			func(t testing.TB, ctx context.Context, key string) *redisserver.RedisServer {
+				s, err := cluster.Get(t).KeyOwner(ctx, key)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return s
+			}},
+		{"sentinel", func(t testing.TB) string { return sentinelURLOf(sentinel.Get(t)) },
+			func(t testing.TB, ctx context.Context, _ string) *redisserver.RedisServer {
+				s, err := sentinel.Get(t).Master(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return s
+			}},
+	} {
+		for _, how := range []string{"DEL", "ForceRelease"} {
+			for _, watched := range []bool{true, false} {
+				age := "young"
+				if watched {
+					age = "watched"
+				}
+				b.Run(top.name+"/"+how+"/"+age, func(b *testing.B) {
+					ctx := drivertest.Context(b, 10*time.Minute)
+					url := top.url(b)
+					c, err := locker.Open(ctx, url, locker.WithTTL(pushTTL))
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer c.Close()
+					admin, err := locker.Open(ctx, url)
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer admin.Close()
+					var took []time.Duration
+					for i := 0; b.Loop(); i++ {
+						// Watched: a few names, subscribed once and kept;
+						// young: a new name each time, never subscribed.
+						name := "lostbench/" + b.Name() + "/" + strconv.Itoa(i%16)
+						if !watched {
+							name = "lostbench/" + b.Name() + "/" + strconv.Itoa(i)
+						}
+						m := c.NewMutex(name)
+						if err := m.Lock(ctx); err != nil {
+							b.Fatal(err)
+						}
+						key := c.Driver().(*redislock.Driver).Key(name)
+						srv := top.srv(b, ctx, key)
+						if watched {
+							for watchers(ctx, srv, key) < 1 {
+								time.Sleep(time.Millisecond)
+							}
+						}
+						if how == "DEL" {
+							err = del(ctx, srv, key)
+						} else {
+							err = admin.ForceRelease(ctx, name)
+						}
+						if err != nil {
+							b.Fatal(err)
+						}
+						sent := time.Now()
+						select {
+						case <-m.Lost():
+						case <-time.After(pushBound):
+							b.Fatalf("Lost did not close within %v", pushBound)
+						}
+						took = append(took, time.Since(sent))
+						_ = m.Unlock(ctx)
+					}
+					slices.Sort(took)
+					b.ReportMetric(0, "ns/op")
+					b.ReportMetric(float64(took[len(took)/2].Microseconds()), "p50-us")
+					b.ReportMetric(float64(took[len(took)*99/100].Microseconds()), "p99-us")
+				})
+			}
+		}
 	}
 }

@@ -141,10 +141,11 @@ func publishesKeyspaceEvents(flags string) bool {
 
 // addrOfCmdable names a server for an error.
 func addrOfCmdable(c redis.Cmdable) string {
-	if cl, ok := c.(*redis.Client); ok {
+	// A Sentinel client's Addr is a placeholder: it asks the sentinels.
+	if cl, ok := c.(*redis.Client); ok && cl.Options().Addr != "FailoverClient" {
 		return cl.Options().Addr
 	}
-	return "the server"
+	return "the master"
 }
 
 // pingWithin PINGs client, returning when ctx ends even if go-redis does
