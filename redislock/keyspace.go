@@ -81,17 +81,24 @@ type watcher struct {
 	keys    map[string]*watched // by lock key: held now, or lately
 	nodes   map[string]*node    // by address; one, "", when not a Cluster
 	fresh   []string            // keys held but not subscribed
+	young   []young             // holds to watch at their due time, the oldest first
 	suspect map[string]struct{} // keys to check with Redis
 }
 
 // watched is one watched key.
 type watched struct {
-	l      *lease      // the Driver's hold of the key now (a chain's current one); nil: none
-	n      *node       // where its channel is subscribed; nil: not yet
-	slot   uint16      // its Cluster slot
-	fresh  bool        // in watcher.fresh
-	due    *time.Timer // subscribes the key when its hold has lasted watchAfter
-	idleAt time.Time   // when its last hold ended
+	l      *lease    // the Driver's hold of the key now (a chain's current one); nil: none
+	n      *node     // where its channel is subscribed; nil: not yet
+	slot   uint16    // its Cluster slot
+	fresh  bool      // in watcher.fresh
+	idleAt time.Time // when its last hold ended
+}
+
+// young is a hold not yet watchAfter old whose key is not subscribed.
+type young struct {
+	key string
+	l   *lease
+	due time.Time
 }
 
 // node is a pub/sub connection to one server.
@@ -132,6 +139,11 @@ func (w *watcher) watch(l *lease) {
 	}
 	if !w.started {
 		w.started = true
+		if w.cluster == nil {
+			// Its connection now, and for the Driver's life (no I/O
+			// here: go-redis dials in the background).
+			w.nodeForLocked("", func() *redis.PubSub { return w.d.client.Subscribe(context.Background()) })
+		}
 		w.wg.Add(1)
 		go w.run()
 	}
@@ -148,25 +160,33 @@ func (w *watcher) watch(l *lease) {
 	}
 	e.l = l
 	if e.n == nil && !e.fresh {
-		if e.due == nil {
-			key := l.key
-			e.due = time.AfterFunc(watchAfter, func() { w.lasted(key) })
-		} else {
-			e.due.Reset(watchAfter)
+		// Every hold waits as long: the queue stays in due order.
+		w.young = append(w.young, young{key: l.key, l: l, due: time.Now().Add(watchAfter)})
+		if len(w.young) == 1 {
+			w.poke()
 		}
 	}
 }
 
-// lasted subscribes key, whose hold has lasted watchAfter, if it is still
-// held and not subscribed.
-func (w *watcher) lasted(key string) {
+// ripen subscribes the keys whose holds, still held, have lasted
+// watchAfter, and returns when the next hold is due (zero: none).
+func (w *watcher) ripen(now time.Time) time.Time {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if e := w.keys[key]; e != nil && e.l != nil && e.n == nil && !e.fresh && !w.closed {
-		e.fresh = true
-		w.fresh = append(w.fresh, key)
-		w.poke()
+	i := 0
+	for ; i < len(w.young) && !w.young[i].due.After(now); i++ {
+		y := w.young[i]
+		// The same hold in Redis: y's, or one its chain passed it to.
+		if e := w.keys[y.key]; e != nil && e.l != nil && e.l.redisOwner() == y.l.redisOwner() && e.n == nil && !e.fresh {
+			e.fresh = true
+			w.fresh = append(w.fresh, y.key)
+		}
 	}
+	w.young = slices.Delete(w.young, 0, i)
+	if len(w.young) == 0 {
+		return time.Time{}
+	}
+	return w.young[0].due
 }
 
 // pass makes next, to which the chain of from passed the hold, the hold
@@ -191,8 +211,9 @@ func (w *watcher) unwatch(l *lease) {
 	defer w.mu.Unlock()
 	if e := w.keys[l.key]; e != nil && e.l == l {
 		e.l, e.idleAt = nil, time.Now()
-		if e.due != nil {
-			e.due.Stop()
+		if e.n == nil && !e.fresh {
+			// Never subscribed: nothing to keep.
+			delete(w.keys, l.key)
 		}
 	}
 }
@@ -209,11 +230,6 @@ func (w *watcher) poke() {
 func (w *watcher) close() {
 	w.mu.Lock()
 	w.closed = true
-	for _, e := range w.keys {
-		if e.due != nil {
-			e.due.Stop()
-		}
-	}
 	w.mu.Unlock()
 	w.cancel()
 	w.wg.Wait()
@@ -234,16 +250,26 @@ func (w *watcher) run() {
 	defer sweep.Stop()
 	retry := time.NewTimer(time.Hour)
 	retry.Stop()
+	defer retry.Stop()
+	ripe := time.NewTimer(time.Hour)
+	ripe.Stop()
+	defer ripe.Stop()
 	backoff := checkRetry
+	if w.cluster != nil {
+		w.openMasters()
+	}
 	for {
 		select {
 		case <-w.base.Done():
-			retry.Stop()
 			return
 		case <-w.kick:
 		case <-retry.C:
+		case <-ripe.C:
 		case <-sweep.C:
 			w.sweep()
+		}
+		if next := w.ripen(time.Now()); !next.IsZero() {
+			ripe.Reset(time.Until(next))
 		}
 		w.subscribeFresh()
 		if w.check() {
@@ -321,10 +347,37 @@ func (w *watcher) nodeOf(ctx context.Context, key string) (*node, error) {
 	return w.nodeFor(c.Options().Addr, func() *redis.PubSub { return c.Subscribe(context.Background()) }), nil
 }
 
+// openMasters opens a connection to each master of the Cluster that has
+// none, and returns the masters' addresses (nil when go-redis could not
+// list them).
+func (w *watcher) openMasters() map[string]bool {
+	ctx, cancel := w.ctx()
+	defer cancel()
+	var mu sync.Mutex
+	addrs := map[string]bool{}
+	err := w.cluster.ForEachMaster(ctx, func(_ context.Context, c *redis.Client) error {
+		addr := c.Options().Addr
+		mu.Lock()
+		addrs[addr] = true
+		mu.Unlock()
+		w.nodeFor(addr, func() *redis.PubSub { return c.Subscribe(context.Background()) })
+		return nil
+	})
+	if err != nil {
+		return nil
+	}
+	return addrs
+}
+
 // nodeFor returns the node of addr, made with open if it has none.
 func (w *watcher) nodeFor(addr string, open func() *redis.PubSub) *node {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	return w.nodeForLocked(addr, open)
+}
+
+// nodeForLocked is nodeFor with w.mu held.
+func (w *watcher) nodeForLocked(addr string, open func() *redis.PubSub) *node {
 	if n := w.nodes[addr]; n != nil {
 		return n
 	}
@@ -448,22 +501,23 @@ func (w *watcher) check() bool {
 
 // sweep unsubscribes the keys nobody held for keepWatching, and on a
 // Cluster moves the keys whose slot has another master now (a failover, a
-// resharding) to that master's connection, whose confirmation checks them;
-// it closes the connections left without keys.
+// resharding) to that master's connection, whose confirmation checks them,
+// opens one to each new master and closes those to servers that are no
+// longer masters once they have no keys.
 func (w *watcher) sweep() {
 	now := time.Now()
-	masters := map[uint16]string{}
+	slotMasters := map[uint16]string{}
 	ctx, cancel := w.ctx()
 	defer cancel()
 	master := func(slot uint16, key string) string {
-		if a, ok := masters[slot]; ok {
+		if a, ok := slotMasters[slot]; ok {
 			return a
 		}
 		a := ""
 		if c, err := w.cluster.MasterForKey(ctx, key); err == nil {
 			a = c.Options().Addr
 		}
-		masters[slot] = a
+		slotMasters[slot] = a
 		return a
 	}
 	w.mu.Lock()
@@ -484,9 +538,6 @@ func (w *watcher) sweep() {
 		case e == nil:
 		case e.l == nil && now.Sub(e.idleAt) >= keepWatching:
 			delete(w.keys, key)
-			if e.due != nil {
-				e.due.Stop()
-			}
 			if e.n != nil {
 				e.n.keys--
 				drop[e.n] = append(drop[e.n], w.prefix+key)
@@ -515,10 +566,16 @@ func (w *watcher) sweep() {
 	if w.cluster == nil {
 		return
 	}
+	// A connection to each master, kept; one to a server that is no
+	// longer a master goes once no key is watched there.
+	masters := w.openMasters()
+	if masters == nil {
+		return
+	}
 	w.mu.Lock()
 	var idle []*node
 	for addr, n := range w.nodes {
-		if n.keys == 0 {
+		if n.keys == 0 && !masters[addr] {
 			delete(w.nodes, addr)
 			idle = append(idle, n)
 		}

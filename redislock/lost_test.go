@@ -155,6 +155,8 @@ func TestAPassedHoldIsToldWhenItsKeyGoes(t *testing.T) {
 	if waiter.Token() != held+1 {
 		t.Fatalf("the waiter's token %d after %d: not passed", waiter.Token(), held)
 	}
+	key := c.Driver().(*redislock.Driver).Key(name)
+	drivertest.Eventually(t, 30*time.Second, "the key watched", func() bool { return watchers(ctx, standalone.Get(t), key) >= 1 })
 	start := time.Now()
 	dropHold(t, ctx, c, name)
 	t.Logf("Lost of the passed hold closed %v after the key was deleted", lostWithin(t, waiter, start, "the passed hold").Round(time.Microsecond))
