@@ -128,7 +128,7 @@
 // new master after a failover or a resharding, checking it there.
 //
 // The holder is told within a message's delivery and one round trip, a
-// hold younger than 20 ms once it is 20 ms old (figures in
+// hold younger than 20 ms once it is 20–25 ms old (figures in
 // docs/drivers/redis.md), and of an expiry when Redis removes the key
 // (its active expiry runs 10 times a second by default).
 // Not seen: FLUSHALL and FLUSHDB, which publish no event per key; a key

@@ -53,7 +53,8 @@ import (
 // fields of the hash changed by hand. The next renewal finds those.
 
 // Timing of the watcher: a key is subscribed once its hold has lasted
-// watchAfter; a sweep unsubscribes keys that nobody held for
+// watchAfter (at most a quarter of it more: the worker takes the holds
+// due in batches); a sweep unsubscribes keys that nobody held for
 // keepWatching and, on a Cluster, follows keys whose slot moved; a check
 // that failed is retried from checkRetry, doubling up to maxCheckRetry.
 const (
@@ -269,7 +270,9 @@ func (w *watcher) run() {
 			w.sweep()
 		}
 		if next := w.ripen(time.Now()); !next.IsZero() {
-			ripe.Reset(time.Until(next))
+			// The holds of a busy Driver are due one after another:
+			// take them in batches, each a little late.
+			ripe.Reset(max(time.Until(next), watchAfter/4))
 		}
 		w.subscribeFresh()
 		if w.check() {
