@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -184,19 +185,57 @@ func TestDriverErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			d := newWrapDriver(nil, false)
 			d.acquireErr = tc.err
-			err := newClient(t, d).NewMutex("errors/n").Lock(ctx)
+			_, err := newClient(t, d).NewMutex("errors/n").TryLock(ctx)
 			var oe *locker.OpError
-			if !errors.As(err, &oe) || oe.Op != "lock" || oe.Name != "errors/n" {
-				t.Fatalf("Lock = %#v, want an *OpError for lock \"errors/n\"", err)
+			if !errors.As(err, &oe) || oe.Op != "trylock" || oe.Name != "errors/n" {
+				t.Fatalf("TryLock = %#v, want an *OpError for trylock \"errors/n\"", err)
 			}
 			if !errors.Is(err, tc.is) {
 				t.Errorf("errors.Is(%v, %v) = false", err, tc.is)
 			}
-			if want := `locker: lock "errors/n": ` + tc.err.Error(); err.Error() != want {
-				t.Errorf("Lock = %q, want %q", err, want)
+			if want := `locker: trylock "errors/n": ` + tc.err.Error(); err.Error() != want {
+				t.Errorf("TryLock = %q, want %q", err, want)
 			}
 		})
 	}
+	t.Run("a_permanent_error_ends_a_Lock_at_once", func(t *testing.T) {
+		d := newWrapDriver(nil, false)
+		d.acquireErr = fmt.Errorf("store gone: %w", backend.ErrClosed)
+		err := newClient(t, d).NewMutex("errors/p").Lock(ctx)
+		if want := `locker: lock "errors/p": store gone: locker: closed`; err == nil || err.Error() != want {
+			t.Errorf("Lock = %v, want %q", err, want)
+		}
+	})
+	t.Run("a_failed_attempt_is_made_again_by_a_new_owner", func(t *testing.T) {
+		d := &failOnce{Driver: locallock.New(nil)}
+		m := newClient(t, pollOnly{d}).NewMutex("errors/again")
+		mustLock(t, ctx, m)
+		mustUnlock(t, ctx, m)
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if len(d.owners) != 2 || d.owners[0] == d.owners[1] {
+			t.Errorf("Acquire was called by %q, want two calls by two owners", d.owners)
+		}
+	})
+}
+
+// failOnce is a driver whose first Acquire fails with a transient error
+// whose outcome is unknown, and which notes the owner of each call.
+type failOnce struct {
+	backend.Driver
+	mu     sync.Mutex
+	owners []string
+}
+
+func (d *failOnce) Acquire(ctx context.Context, r backend.Request) (backend.Lease, error) {
+	d.mu.Lock()
+	d.owners = append(d.owners, r.Owner)
+	first := len(d.owners) == 1
+	d.mu.Unlock()
+	if first {
+		return nil, errTransient
+	}
+	return d.Driver.Acquire(ctx, r)
 }
 
 func TestClient(t *testing.T) {

@@ -58,7 +58,10 @@ type scheduler struct {
 	c     *Client
 	batch backend.BatchRenewer // nil: one call per lease
 	sem   chan struct{}
-	wake  chan struct{}
+	// timer wakes run: at the earliest event, or an hour from its last
+	// look when there is none. Reset under mu, by run before it sleeps
+	// and by pokeFor for an earlier event.
+	timer *time.Timer
 
 	mu      sync.Mutex
 	buckets map[mono][]*hold // by slot: the holds whose next event falls in it
@@ -71,8 +74,8 @@ type scheduler struct {
 	pending []*hold
 	// wakeAt is when run's timer will fire; zero while run is busy (it
 	// looks at the timetable again before it sleeps). An event earlier than
-	// wakeAt pokes run; a later one need not, which spares a goroutine
-	// wake-up on every Lock.
+	// wakeAt moves the timer; a later one need not. Neither wakes run: a
+	// Lock on an idle Client costs no goroutine switch.
 	wakeAt mono
 }
 
@@ -80,7 +83,7 @@ func newScheduler(c *Client) *scheduler {
 	s := &scheduler{
 		c:       c,
 		sem:     make(chan struct{}, maxConcurrentRenewals),
-		wake:    make(chan struct{}, 1),
+		timer:   time.NewTimer(time.Hour),
 		buckets: make(map[mono][]*hold),
 	}
 	s.batch, _ = c.d.(backend.BatchRenewer)
@@ -119,17 +122,14 @@ func (s *scheduler) unfile(h *hold) {
 	h.bidx = -1
 }
 
-// pokeFor wakes run if slot is earlier than its planned wake-up. s.mu is
+// pokeFor moves run's wake-up to slot if slot is earlier. s.mu is
 // held.
 func (s *scheduler) pokeFor(slot mono) {
 	if s.wakeAt == 0 || slot >= s.wakeAt {
 		return
 	}
-	s.wakeAt = 0
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
+	s.wakeAt = slot
+	s.timer.Reset(time.Duration(slot - monoNow()))
 }
 
 // add schedules h, whose validUntil is already set.
@@ -159,7 +159,7 @@ func (s *scheduler) remove(h *hold) {
 }
 
 func (s *scheduler) run() {
-	t := time.NewTimer(time.Hour)
+	t := s.timer
 	defer t.Stop()
 	ctx := s.c.ctx
 	for {
@@ -204,11 +204,10 @@ func (s *scheduler) run() {
 			heap.Pop(&s.slots) // emptied since it was filed
 		}
 		s.wakeAt = monoNow().add(wait)
-		s.mu.Unlock()
 		t.Reset(wait)
+		s.mu.Unlock()
 		select {
 		case <-t.C:
-		case <-s.wake:
 		case <-ctx.Done():
 			return
 		}

@@ -86,29 +86,37 @@ func (c *Client) dropIfIdleLocked(name string, st *lockState) {
 // ask asks the store for r.Name once (try), or until it is granted or ctx
 // ends.
 func (c *Client) ask(ctx context.Context, r backend.Request, wait bool) (backend.Lease, error) {
-	switch {
-	case !wait:
+	if !wait {
 		return c.d.Acquire(ctx, r)
-	case c.waiter != nil:
-		r.Since = time.Now()
-		return c.waiter.AcquireWait(ctx, r)
-	default:
-		return c.poll(ctx, r)
 	}
+	return c.poll(ctx, r)
 }
 
 // Back-off of a waiter whose store keeps no queue: each pause is drawn from
 // [next/2, next], next doubles from minBackoff up to maxBackoff, and no
-// pause is longer than the holder's remaining lease.
+// pause is longer than the holder's remaining lease. A look that finds a
+// new holder (its token changed since the last look) starts again from
+// minBackoff: the lock is changing hands, and the next release is about
+// one hold away. No pause is shorter than the attempt before it took, so a
+// waiter spends at most half its time asking, and a slow store is not
+// asked faster than it answers.
 const (
 	minBackoff = 2 * time.Millisecond
 	maxBackoff = 250 * time.Millisecond
 )
 
-// poll tries r until it is granted or ctx ends. Transient store errors are
-// retried; when ctx ends, the error says what the store last said.
+// poll asks for r until it is granted or ctx ends: through the driver's
+// native wait when it has one (which returns ErrHeld when it cannot wait
+// now, and whose other errors end the wait), else by attempts with
+// back-off, cut short by the driver's Watcher. Transient store errors of
+// attempts are retried, each time by a new owner: an attempt whose outcome
+// was unknown is released by its owner, and a driver may release it again
+// later. When ctx ends, the error says what the store last said.
 func (c *Client) poll(ctx context.Context, r backend.Request) (backend.Lease, error) {
-	r.Since = time.Now()
+	attempt := c.d.Acquire
+	if c.waiter != nil {
+		attempt = c.waiter.AcquireWait
+	}
 	var wake <-chan struct{}
 	if c.watcher != nil {
 		ch, stop := c.watcher.Watch(r.Name)
@@ -116,7 +124,8 @@ func (c *Client) poll(ctx context.Context, r backend.Request) (backend.Lease, er
 		wake = ch
 	}
 	next := minBackoff
-	var last error // the last store error other than "held"
+	var holder uint64 // the token of the holder the last look found
+	var last error    // the last store error other than "held"
 	var t *time.Timer
 	defer func() {
 		if t != nil {
@@ -124,17 +133,23 @@ func (c *Client) poll(ctx context.Context, r backend.Request) (backend.Lease, er
 		}
 	}()
 	for {
-		l, err := c.d.Acquire(ctx, r)
+		began := time.Now()
+		l, err := attempt(ctx, r)
 		if err == nil {
 			return l, nil
 		}
-		pause := next/2 + rand.N(next/2+1)
-		next = min(2*next, maxBackoff)
+		took := time.Since(began)
 		var he *backend.HeldError
 		switch {
+		case c.waiter != nil && !errors.Is(err, backend.ErrHeld):
+			// The native wait ended on an error of its own.
+			return nil, err
 		case errors.As(err, &he):
-			if he.Left > 0 {
-				pause = min(pause, he.Left)
+			if he.Token != 0 && he.Token != holder {
+				if holder != 0 {
+					next = minBackoff
+				}
+				holder = he.Token
 			}
 		case errors.Is(err, backend.ErrHeld):
 		case ctx.Err() != nil:
@@ -143,6 +158,13 @@ func (c *Client) poll(ctx context.Context, r backend.Request) (backend.Lease, er
 			return nil, err
 		default:
 			last = err
+			r.Owner = c.newOwner()
+		}
+		pause := next/2 + rand.N(next/2+1)
+		next = min(2*next, maxBackoff)
+		pause = max(pause, min(took, maxBackoff))
+		if he != nil && he.Left > 0 {
+			pause = min(pause, he.Left)
 		}
 		pause = max(pause, time.Millisecond)
 		if t == nil {

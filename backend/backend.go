@@ -46,9 +46,15 @@ import (
 // Driver is one connection to a lock store. It must be safe for concurrent use.
 type Driver interface {
 	// Acquire makes one attempt to take the lock r.Name for the owner
-	// r.Owner with a lease of r.TTL. It never waits for another owner: when
-	// the lock is held it returns an error wrapping ErrHeld, preferably a
-	// *HeldError that says how long the holder's lease has left.
+	// r.Owner with a lease of r.TTL: it asks the store (one request, or the
+	// few of one atomic exchange) and returns what the store answered. It
+	// never waits for another owner, never tries again while the lock is
+	// held, and keeps no memory between calls: two calls with the same
+	// request are two attempts, and an attempt after the holder released
+	// gets the lock. When the lock is held it returns an error wrapping
+	// ErrHeld, preferably a *HeldError that says how long the holder's
+	// lease has left. Waiting — when to try again, and in which order the
+	// waiters of a store without a queue try — is package locker's.
 	//
 	// A non-nil error means nothing is held for r.Owner: when a request may
 	// have taken effect on the server although the call failed (ctx ended
@@ -85,12 +91,6 @@ type Request struct {
 	// or released within TTL. Drivers whose holds live as long as a session
 	// (Capabilities.SessionLease) may ignore it.
 	TTL time.Duration
-
-	// Since is when the caller began to wait for the lock: zero for a
-	// single attempt (TryLock), the start of the wait for every attempt of
-	// a waiting Lock. A driver whose store keeps no queue may use it to
-	// serve the longest waiter first.
-	Since time.Time
 }
 
 // HeldError is the error of an Acquire that found the lock held by another
@@ -179,6 +179,13 @@ type Waiter interface {
 	// not wait longer than the holder's remaining lease before the store
 	// looks again, and it follows Acquire's rule for errors: a non-nil
 	// error means nothing is held and nothing is left queued for r.Owner.
+	//
+	// A driver that cannot wait in the store for this request now (the
+	// connections its native wait needs are all in use) returns the
+	// ErrHeld of one attempt instead, as Acquire would: package locker then
+	// waits as it does for a driver without Waiter, and calls AcquireWait
+	// again when it would have called Acquire. Any other error ends the
+	// wait.
 	AcquireWait(ctx context.Context, r Request) (Lease, error)
 }
 

@@ -17,7 +17,7 @@ func (e *Error) Text() string { return e.msg }
 // Sentinel errors. Drivers return them (wrapped or not); package locker
 // re-exports them.
 var (
-	// ErrHeld: another owner holds the lock (Acquire with Wait false).
+	// ErrHeld: another owner holds the lock (the answer of one attempt).
 	ErrHeld = NewError("held by another owner")
 	// ErrLost: this owner's hold is gone (expired, forced off, session lost).
 	ErrLost = NewError("hold lost")

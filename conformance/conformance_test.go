@@ -114,6 +114,9 @@ func TestSuiteCatchesBrokenDrivers(t *testing.T) {
 		broken.ForceReleaseNoop: {
 			"inspect/force_release_frees_the_lock_and_its_holder_learns_it",
 		},
+		broken.RemembersHeld: {
+			"spi/acquire_is_one_attempt_that_remembers_nothing",
+		},
 	}
 	// Checks that must pass on the broken driver, to show that a failure in
 	// a cleanup or under the race detector is what fails the others.

@@ -28,6 +28,15 @@ type Faults interface {
 	Restore()
 }
 
+// Counter is implemented by the Faults of FaultNet and FaultyDriver: it
+// counts the requests the driver sent to the store (FaultNet: the writes
+// of its connections; FaultyDriver: the calls of the driver it wraps), so
+// that a check can tell an attempt that asked the store from one answered
+// from memory. A harness's own Faults may implement it too.
+type Counter interface {
+	Requests() int64
+}
+
 // errCut is what a cut connection returns: a transient failure, as a
 // network partition would give.
 var errCut = faultgate.ErrCut
@@ -101,6 +110,10 @@ func (f *FaultNet) Cut() {
 // Restore implements Faults.
 func (f *FaultNet) Restore() { f.g.Restore() }
 
+// Requests is how many writes the driver's connections made: a request to
+// the store is at least one. It implements Counter.
+func (f *FaultNet) Requests() int64 { return f.g.Requests() }
+
 type faultConn struct {
 	net.Conn
 	f         *FaultNet
@@ -128,6 +141,7 @@ func (c *faultConn) Write(p []byte) (int, error) {
 	if _, err := wait(&c.f.g, c.done); err != nil {
 		return 0, err
 	}
+	c.f.g.Sent()
 	return c.Conn.Write(p)
 }
 
@@ -164,6 +178,7 @@ func (f *faultyDriver) call(ctx context.Context, op func(context.Context) error)
 	if _, err := f.Wait(ctx.Done()); err != nil {
 		return f.ctxOr(ctx, err)
 	}
+	f.Sent()
 	err := op(ctx)
 	d, gerr := f.Wait(ctx.Done())
 	if gerr != nil {

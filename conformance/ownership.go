@@ -264,13 +264,15 @@ func staleOwners(t *testing.T, s *suite, da, db backend.Driver) {
 }
 
 // acquireWaiting takes r at the SPI, waiting as package locker would: the
-// driver's native wait, or attempts until ctx ends.
+// driver's native wait, or attempts until ctx ends (also when the native
+// wait cannot wait now and answers ErrHeld).
 func acquireWaiting(ctx context.Context, d backend.Driver, r backend.Request) (backend.Lease, error) {
+	attempt := d.Acquire
 	if w, ok := d.(backend.Waiter); ok {
-		return w.AcquireWait(ctx, r)
+		attempt = w.AcquireWait
 	}
 	for {
-		l, err := d.Acquire(ctx, r)
+		l, err := attempt(ctx, r)
 		if err == nil || !errors.Is(err, backend.ErrHeld) {
 			return l, err
 		}

@@ -48,6 +48,51 @@ var waitingChecks = []check{
 		},
 	},
 	{
+		name:   "spi/acquire_is_one_attempt_that_remembers_nothing",
+		proves: []string{CapDeclaration},
+		run: func(t *testing.T, s *suite) {
+			ctx, name := s.start(t)
+			a := locked(t, ctx, s.client(t), name)
+			// Waiting is package locker's: each Acquire asks the store,
+			// answers with what it found, and keeps nothing for the next
+			// call, which is a new attempt with the same request.
+			d, f := s.faulty(t)
+			defer d.Close()
+			counter, counts := f.(Counter)
+			r := backend.Request{Name: name, Owner: s.id + "-attempts", TTL: s.ttl}
+			for i := range 5 {
+				var before int64
+				if counts {
+					before = counter.Requests()
+				}
+				var err error
+				within(t, quick, "Acquire on a held lock", func() {
+					var l backend.Lease
+					if l, err = d.Acquire(ctx, r); err == nil {
+						_ = l.Release(ctx)
+					}
+				})
+				if !errors.Is(err, backend.ErrHeld) {
+					t.Fatalf("attempt %d on a held lock = %v, want ErrHeld", i, err)
+				}
+				if counts && counter.Requests() == before {
+					t.Errorf("attempt %d sent nothing to the store: it was answered from memory", i)
+				}
+			}
+			mustUnlock(t, ctx, a)
+			within(t, quick, "Acquire after the release", func() {
+				l, err := d.Acquire(ctx, r)
+				if err != nil {
+					t.Errorf("the same request after the holder released = %v; want the lock: one attempt on a free lock takes it", err)
+					return
+				}
+				if err := l.Release(ctx); err != nil {
+					t.Errorf("Release: %v", err)
+				}
+			})
+		},
+	},
+	{
 		name:   "locktimeout/gives_up_after_about_its_timeout",
 		proves: []string{CapExclusion},
 		run: func(t *testing.T, s *suite) {

@@ -13,14 +13,14 @@ import (
 	"github.com/golocker/locker/internal/testserver"
 )
 
-// ServedInArrivalOrder checks the turn-taking of a store whose waiters
-// draw tickets (mysqllock, mongolock): waiters of separate Clients (as of
-// separate processes) get name in the order they began to wait, and the
-// owner that releases it and locks again at once comes after them — it
-// does not take the lock back before waiters that back off between polls.
-// Each Client is opened from url; tickets returns how many tickets of name
-// the store has handed out.
-func ServedInArrivalOrder(t *testing.T, ctx context.Context, url, name string, waiters int, tickets func() int64) {
+// ServedInArrivalOrder checks the order of a store whose waiters queue in
+// the store without a QueueInspector that the conformance suite could use
+// (mysqllock on MySQL, whose gates are the server's user locks): waiters
+// of separate Clients (as of separate processes) get name in the order
+// they began to wait, and the owner that releases it and locks again at
+// once comes after them. Each Client is opened from url; queued returns
+// how many waiters the store has queued.
+func ServedInArrivalOrder(t *testing.T, ctx context.Context, url, name string, waiters int, queued func() int64) {
 	t.Helper()
 	client := func() *locker.Client { return Client(t, ctx, url) }
 	holder := client().NewMutex(name)
@@ -44,8 +44,8 @@ func ServedInArrivalOrder(t *testing.T, ctx context.Context, url, name string, w
 				t.Error(err)
 			}
 		})
-		// The next waiter comes once this one has its ticket.
-		Eventually(t, 30*time.Second, fmt.Sprintf("waiter %d has its ticket", i), func() bool { return tickets() == int64(i+1) })
+		// The next waiter comes once this one is queued.
+		Eventually(t, 30*time.Second, fmt.Sprintf("waiter %d is queued", i), func() bool { return queued() == int64(i+1) })
 	}
 	if err := holder.Unlock(ctx); err != nil {
 		t.Fatal(err)

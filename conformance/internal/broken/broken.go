@@ -62,13 +62,18 @@ const (
 	HoldsIgnoresPrefix = "holds-ignores-prefix"
 	// ForceReleaseNoop reports a forced release that freed nothing.
 	ForceReleaseNoop = "force-release-noop"
+	// RemembersHeld answers an attempt from memory for a second after the
+	// same request found the lock held, without asking the store: waiting
+	// of its own behind the SPI (golocker's SQL and MongoDB drivers' ticket
+	// memory, which package locker now owns).
+	RemembersHeld = "remembers-held"
 )
 
 // Kinds lists every broken driver.
 var Kinds = []string{
 	NoOwnerCheck, ConstantTokens, IgnoresCtx, OverDeclares, SameDriverStale, StaleGrant,
 	PhantomWaiter, AbandonsWait, StrandsOnDeadline, GivesUpAfterTTL, PrefixBlocks, CloseFails,
-	DataRace, BlockingOnly, HoldsIgnoresPrefix, ForceReleaseNoop,
+	DataRace, BlockingOnly, HoldsIgnoresPrefix, ForceReleaseNoop, RemembersHeld,
 }
 
 // Faults is what the suite needs to inject faults (conformance.Faults).
@@ -82,7 +87,7 @@ type Faults interface {
 
 // New returns a broken driver of kind on store, and its fault controls.
 func New(kind string, store *locallock.Store) (backend.Driver, Faults) {
-	d := &driver{d: locallock.New(store), kind: kind, owners: make(map[string]bool)}
+	d := &driver{d: locallock.New(store), kind: kind, owners: make(map[string]bool), held: make(map[string]time.Time)}
 	if kind == OverDeclares {
 		// No QueueInspector, although it declares FIFO.
 		return d, &d.gate
@@ -96,7 +101,8 @@ type driver struct {
 	kind string
 
 	mu     sync.Mutex
-	owners map[string]bool // SameDriverStale: every owner this driver granted
+	owners map[string]bool      // SameDriverStale: every owner this driver granted
+	held   map[string]time.Time // RemembersHeld: when a request last found its lock held
 }
 
 type queueDriver struct{ *driver }
@@ -141,8 +147,28 @@ func (d *driver) Acquire(ctx context.Context, r backend.Request) (backend.Lease,
 		if hs, _ := d.d.Holds(ctx, r.Name+"/"); len(hs) > 0 {
 			return nil, backend.ErrHeld
 		}
+	case RemembersHeld:
+		return d.remember(ctx, r)
 	}
 	return d.call(ctx, r, d.d.Acquire)
+}
+
+// remember is RemembersHeld's Acquire.
+func (d *driver) remember(ctx context.Context, r backend.Request) (backend.Lease, error) {
+	key := r.Name + "\x00" + r.Owner
+	d.mu.Lock()
+	at, ok := d.held[key]
+	d.mu.Unlock()
+	if ok && time.Since(at) < time.Second {
+		return nil, &backend.HeldError{Left: time.Second - time.Since(at)}
+	}
+	l, err := d.call(ctx, r, d.d.Acquire)
+	if errors.Is(err, backend.ErrHeld) {
+		d.mu.Lock()
+		d.held[key] = time.Now()
+		d.mu.Unlock()
+	}
+	return l, err
 }
 
 func (d *driver) AcquireWait(ctx context.Context, r backend.Request) (backend.Lease, error) {
@@ -184,6 +210,7 @@ func (d *driver) call(ctx context.Context, r backend.Request, op func(context.Co
 	if err := d.wait(ctx); err != nil {
 		return nil, err
 	}
+	d.Sent()
 	pausesBefore := d.Pauses()
 	octx := ctx
 	if d.kind == StrandsOnDeadline {

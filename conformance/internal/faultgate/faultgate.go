@@ -8,6 +8,7 @@ package faultgate
 import (
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -23,6 +24,8 @@ var (
 // Gate is the fault state. Its zero value lets everything through. It is
 // safe for concurrent use.
 type Gate struct {
+	requests atomic.Int64
+
 	mu     sync.Mutex
 	paused chan struct{} // non-nil while paused; closed by Resume
 	pauses int
@@ -75,6 +78,12 @@ func (g *Gate) IsCut() bool {
 	defer g.mu.Unlock()
 	return g.cut
 }
+
+// Sent counts one request sent through the Gate.
+func (g *Gate) Sent() { g.requests.Add(1) }
+
+// Requests is how many requests went through the Gate (Sent).
+func (g *Gate) Requests() int64 { return g.requests.Load() }
 
 // Pauses is how many times the Gate was paused.
 func (g *Gate) Pauses() int {
