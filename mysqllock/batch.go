@@ -86,7 +86,7 @@ func (d *Driver) renewRows(ctx context.Context, items []backend.RenewItem, idx [
 	err := d.retryIdempotent(ctx, func() error {
 		clear(renewed)
 		if d.dialect != DialectMySQL {
-			return d.query(ctx, d.st.renewBatch, a, collect)
+			return d.query(ctx, d.db, d.st.renewBatch, a, collect)
 		}
 		stamp := make([]byte, 16)
 		_, _ = rand.Read(stamp)
@@ -94,7 +94,7 @@ func (d *Driver) renewRows(ctx context.Context, items []backend.RenewItem, idx [
 		if _, _, err := d.exec(ctx, d.db, d.st.renewBatch, a); err != nil {
 			return err
 		}
-		return d.query(ctx, d.st.renewStamped, a, collect)
+		return d.query(ctx, d.db, d.st.renewStamped, a, collect)
 	})
 	for j, i := range idx {
 		l := leases[j]

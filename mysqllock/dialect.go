@@ -29,17 +29,24 @@ type statements struct {
 	create       string
 	acquire      string // PostgreSQL, SQLite: the upsert; MySQL: the update of an existing row
 	insert       string // MySQL: create the row held
-	takeTicket   string
 	look         string
 	renew        string
 	renewCheck   string // MySQL
 	renewBatch   string
 	renewStamped string // MySQL
 	release      string
+	releaseGated string // release and gateUnlock in one statement
 	releaseAny   string
 	forceRelease string
 	forceRevoke  string // SQLite: before forceRelease, in one transaction
 	holds        string
+
+	// The gates of the native wait (gate.go): MySQL and PostgreSQL.
+	gateAcquire string
+	gateHeld    string // MySQL
+	gateWait    string
+	gateCancel  string // PostgreSQL; MySQL's is built with the session's id
+	gateUnlock  string
 
 	// The shared leases (D28).
 	probeTable     string
@@ -89,7 +96,7 @@ func loadStatements(dialect, quotedTable, quotedLeases string) (statements, erro
 		return s
 	}
 	st := statements{
-		create: fill("create"), acquire: fill("acquire"), insert: fill("insert"), takeTicket: fill("take_ticket"), look: fill("look"),
+		create: fill("create"), acquire: fill("acquire"), insert: fill("insert"), look: fill("look"),
 		renew: fill("renew"), renewCheck: fill("renew_check"), renewBatch: fill("renew_batch"),
 		renewStamped: fill("renew_stamped"), release: fill("release"), releaseAny: fill("release_any"),
 		forceRelease: fill("force_release"), holds: fill("holds"),
@@ -97,12 +104,23 @@ func loadStatements(dialect, quotedTable, quotedLeases string) (statements, erro
 		createLeases: fill("create_leases"), leaseCreate: fill("lease_create"), leaseRenew: fill("lease_renew"),
 		leaseKill: fill("lease_kill"), leaseGC: fill("lease_gc"), leaseCheck: fill("lease_check"),
 	}
-	required := []string{st.create, st.acquire, st.takeTicket, st.look, st.renew, st.renewBatch, st.release, st.releaseAny, st.forceRelease, st.holds,
+	required := []string{st.create, st.acquire, st.look, st.renew, st.renewBatch, st.release, st.releaseAny, st.forceRelease, st.holds,
 		st.probeTable, st.probeColumn, st.probeLeases, st.addLeaseColumn, st.createLeases, st.leaseCreate, st.leaseRenew, st.leaseKill, st.leaseGC, st.leaseCheck}
+	if dialect != DialectSQLite {
+		st.gateAcquire, st.gateWait, st.gateUnlock = fill("gate_acquire"), fill("gate_wait"), fill("gate_unlock")
+		required = append(required, st.gateAcquire, st.gateWait, st.gateUnlock)
+	}
+	if dialect != DialectSQLite {
+		st.releaseGated = fill("release_gated")
+		required = append(required, st.releaseGated)
+	}
 	switch dialect {
+	case DialectPostgres:
+		st.gateCancel = fill("gate_cancel")
+		required = append(required, st.gateCancel)
 	case DialectMySQL:
-		st.leaseRevoked = fill("lease_revoked")
-		required = append(required, st.insert, st.renewCheck, st.renewStamped, st.leaseRevoked)
+		st.leaseRevoked, st.gateHeld = fill("lease_revoked"), fill("gate_held")
+		required = append(required, st.insert, st.renewCheck, st.renewStamped, st.leaseRevoked, st.gateHeld)
 	case DialectSQLite:
 		st.forceRevoke = fill("force_revoke")
 		required = append(required, st.forceRevoke)

@@ -33,8 +33,8 @@
 //
 //	table=golocker_locks     the lock table (WithTable); SCHEMA.TABLE on MySQL and PostgreSQL
 //	create_table=true        create the table on first use (WithCreateTable)
-//	max_conns=16             connection pool size (not for SQLite: 1 per process)
-//	notify=true              postgres: wake the waiter whose turn it is with LISTEN/NOTIFY (WithNotify)
+//	max_conns=16             connections for acquisitions, renewals and releases (not for SQLite: 1 per process)
+//	wait_conns=16            mysql, postgres: connections for native waits, beside max_conns; 0: none (WithWaitConns)
 //	busy_timeout=5s          sqlite: how long a statement waits for another process's write
 //	shared_lease=false       the holds share one renewed lease per lease length (WithSharedLease)
 //
@@ -59,17 +59,15 @@
 //	expires_at  DATETIME(3) in UTC (MySQL), TIMESTAMPTZ (PostgreSQL),
 //	            Unix milliseconds (SQLite): the end of the lease on the database's
 //	            clock, or the time of the release
-//	tickets     BIGINT: the last ticket of the lock's queue (see Waiting)
-//	serving     BIGINT: the ticket whose turn it is
-//	serving_at  when the turn moved to it
+//	lease_id    BIGINT: the hold's shared lease, NULL when none (see Shared leases)
 //	renew_stamp BINARY(16), MySQL only: the last batch renewal of the row
 //
 // The driver runs CREATE TABLE IF NOT EXISTS on first use unless the table
 // exists. Teams that manage their schemas create it with the statement DDL
 // returns and open with create_table=false; a table with a narrower name
 // column makes longer names fail with backend.ErrInvalidName. A table
-// created by an earlier version lacks the queue columns: add them as DDL
-// shows. Names are at most MaxNameLen (512) bytes, which every name package
+// created by an earlier version may have more columns (tickets, serving,
+// serving_at): they are left alone. Names are at most MaxNameLen (512) bytes, which every name package
 // locker accepts fits. The table name is validated as an identifier and
 // quoted; names, owners and leases are always bound parameters. The SQL is
 // in sql/: common.sql holds the statements that dialects share, and each
@@ -81,8 +79,10 @@
 // Every time is the database's (UTC_TIMESTAMP(3), statement_timestamp(),
 // SQLite's 'now'): no client time is ever sent, so client clocks and
 // session time zones do not matter. Acquiring is one atomic statement: on
-// PostgreSQL and SQLite an INSERT … ON CONFLICT DO UPDATE … WHERE
-// (granted) … RETURNING; on MySQL an UPDATE of the existing row
+// PostgreSQL and SQLite an INSERT … ON CONFLICT DO UPDATE … WHERE (free)
+// … RETURNING (PostgreSQL's also returns the holder when the lock is not
+// free; SQLite and MySQL read it with a second statement); on MySQL an
+// UPDATE of the existing row
 // (LAST_INSERT_ID(fence + 1) returns the token in the same reply) and, for
 // a name without a row, an INSERT whose duplicate key error means another
 // owner created it first — it never reaches the caller nor, as an error,
@@ -108,35 +108,31 @@
 // poll the file lock. Processes on one machine exclude each other through
 // the file; a network file system is not supported.
 //
-// # Waiting, in turn
+// # Waiting
 //
-// Package locker does the waiting: it calls Acquire again, with back-off,
-// never past the holder's lease. Polling alone is not fair (an owner that
-// releases and locks again takes the lock before the waiters that back
-// off), so each lock's row is also a ticket queue, as at a bakery. A
-// waiting Lock that does not get the lock takes the next ticket (tickets
-// + 1); a free lock goes to the ticket whose turn it is (serving), and the
-// grant passes the turn to the next ticket. A waiter with a ticket only
-// reads the row (no row lock, no write) until its turn has come and the
-// lock is free; the Driver remembers its waiters' tickets and sets
-// HeldError.Left to when each should look again: the head after 1, 2,
-// 4 … ms up to 50 ms, a waiter n turns behind after about n turns,
-// measured from how fast the turns move. TryLock (a single attempt) takes
-// a free lock whatever the queue, as java.util.concurrent's tryLock does
-// even on a fair lock. A waiter that gave up leaves its ticket behind:
-// once the lock has been free for 150 ms and the turn is older than that,
-// a waiter with a later ticket takes the turn over, and those it skipped
-// take new tickets. Every one of these decisions is in the acquiring
-// statement, on the database's clock.
+// On MySQL and PostgreSQL the database's own lock is the queue. Each lock
+// name has a gate: a user lock (GET_LOCK) or a session advisory lock
+// (pg_advisory_lock) keyed by the table and the name. A Lock that waits
+// (backend.Waiter) takes one of the Driver's wait connections, takes the
+// gate (at once if it is free, else waiting in the database's queue, in
+// order), and then makes the acquiring statement on the row, which stays
+// the truth of the hold, its lease and its token. Its hold keeps the gate
+// and the connection; the release frees the row and lets the gate go —
+// one statement on PostgreSQL, two on MySQL — so the database wakes the
+// next waiter at once, and it takes the row. A waiting Client uses one
+// connection per name it waits for or holds through Lock, at most
+// wait_conns (default 16) of them, beside max_conns; beyond that, and with
+// wait_conns=0 (PgBouncer in transaction mode, which cannot keep a
+// session's locks), a Lock waits as on SQLite. A hold taken without the
+// gate (TryLock's) wakes nobody: the gate's holder looks again at once
+// while the lock changes hands, and never later than the holder's lease
+// ends. A waiter blocked behind a process that stalled while holding the
+// gate takes the lock when the stalled holder's lease ran out, or when the
+// lock stays free for 250 ms.
 //
-// On PostgreSQL, unless notify=false, a release also sends NOTIFY (in the
-// releasing statement) with the ticket whose turn it now is, and each
-// Driver keeps one extra connection, outside the pool, that LISTENs from
-// its first wait until Close (backend.Watcher): the waiter whose turn has
-// come is woken within milliseconds, the others are not woken at all.
-// Every release reaches every listening Driver on the database. Behind a
-// pooler that cannot keep a session's LISTEN (PgBouncer in transaction
-// mode) use notify=false. docs/drivers/sql.md has measured numbers.
+// On SQLite, and for a Lock without a wait connection, package locker
+// waits: it makes attempts with back-off, never past the holder's lease,
+// sooner while the lock changes hands.
 //
 // # Shared leases
 //
@@ -156,9 +152,11 @@
 //   - Fencing: the fence column, strictly increasing per name.
 //   - Expiry: a lease that is not renewed ends on the database's clock.
 //   - CrossProcess.
-//   - Notify on PostgreSQL with the pgx driver, unless notify=false.
-//   - Not FIFO as the suite means it (waiters are served in ticket order,
-//     but the store does not hand the lock over: the next one takes it).
+//   - Notify on MySQL and PostgreSQL, unless wait_conns=0: the database
+//     wakes the next waiter.
+//   - Not FIFO as the suite means it: waiters are served in the database's
+//     order while they have wait connections, and the suite cannot count
+//     them in the store on every database.
 //   - Not LostSignal: the database does not tell a holder that its row
 //     changed; the next renewal (at TTL/3) does.
 //   - Not SessionLease: leases are renewed by package locker.

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"gorm.io/gorm"
+
 	"github.com/golocker/locker/backend"
 	"github.com/golocker/locker/internal/drivertest"
 	"github.com/golocker/locker/internal/testserver/sqlserver"
@@ -168,23 +170,31 @@ func TestLockerOpen(t *testing.T) {
 	})
 }
 
-// TestWaitersAreServedInArrivalOrder: waiters of separate Clients (as
-// separate processes) get the lock in the order they began to wait, and
-// the owner that releases it and locks again at once comes after them:
-// it does not take the lock back before the waiters that back off.
+// TestWaitersAreServedInArrivalOrder: on MySQL and PostgreSQL, waiters of
+// separate Clients (as separate processes) queue in the database for the
+// lock's gate, and get the lock in the order they began to wait; the owner
+// that releases it and locks again at once comes after them.
 func TestWaitersAreServedInArrivalOrder(t *testing.T) {
-	eachDialect(t, func(t *testing.T, db *sqlserver.SQLDatabase, ctx context.Context) {
+	forDialects(t, serverDialects, func(t *testing.T, db *sqlserver.SQLDatabase, ctx context.Context) {
 		const name, waiters = "in-order", 5
 		admin, _ := openGORM(t, db, "")
-		tickets := func() int64 {
-			var n int64
-			if err := admin.Raw("SELECT tickets FROM golocker_locks WHERE name = ?", name).Scan(&n).Error; err != nil {
-				t.Fatal(err)
-			}
-			return n
-		}
-		drivertest.ServedInArrivalOrder(t, ctx, db.URL, name, waiters, tickets)
+		drivertest.ServedInArrivalOrder(t, ctx, db.URL, name, waiters, func() int64 { return gateWaiters(t, admin, db.Dialect) })
 	})
+}
+
+// gateWaiters counts the sessions waiting for a gate in db, whatever the
+// lock: a test's database has the test's only.
+func gateWaiters(t *testing.T, admin *gorm.DB, dialect string) int64 {
+	t.Helper()
+	q := "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+	if dialect == mysqllock.DialectMySQL {
+		q = "SELECT count(*) FROM information_schema.PROCESSLIST WHERE STATE = 'User lock' AND DB = DATABASE()"
+	}
+	var n int64
+	if err := admin.Raw(q).Scan(&n).Error; err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // TestRenewBatch renews several leases in one call, one of which was

@@ -2,8 +2,10 @@ package mysqllock
 
 import (
 	"context"
+	"database/sql"
 	"database/sql/driver"
 	"errors"
+	"os"
 	"strings"
 
 	gosqlite "github.com/glebarez/go-sqlite"
@@ -70,6 +72,8 @@ var (
 	duplicateKey = dbError{mysql: mysqlDupEntry, pg: "23505", sqlite: func(se *gosqlite.Error) bool {
 		return se.Code() == sqliteConstraintPK || se.Code() == sqliteConstraintUQ
 	}}
+	// A statement the server cancelled (KILL QUERY, pg_cancel_backend).
+	queryCancelled = dbError{mysql: mysqlQueryKilled, pg: "57014"} // query_canceled
 	// A table created by hand with a narrower name column.
 	tooLong       = dbError{mysql: mysqlDataTooLong, pg: "22001"}                                                     // string_data_right_truncation
 	missingTable  = dbError{mysql: mysqlNoSuchTable, pg: "42P01", sqlite: sqliteSays("no such table")}                // undefined_table
@@ -166,6 +170,16 @@ func definite(err error) bool {
 	return errors.As(err, &se) || errors.Is(err, gorm.ErrDuplicatedKey)
 }
 
+// ctxErr reports whether err comes from a ctx that ended, also as a
+// socket's deadline (a dial under a ctx with a deadline).
+// nothingDone reports whether a statement that failed with err certainly
+// changed nothing: the database's own answer (definite), or a connection
+// found broken before the statement was sent (driver.ErrBadConn, or a
+// *sql.Conn already closed).
+func nothingDone(err error) bool {
+	return definite(err) || errors.Is(err, driver.ErrBadConn) || errors.Is(err, sql.ErrConnDone)
+}
+
 func ctxErr(err error) bool {
-	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded)
 }

@@ -30,7 +30,7 @@ func (d *Driver) Holds(ctx context.Context, prefix string) ([]backend.Hold, erro
 	err := d.retryIdempotent(ctx, func() error {
 		holds = holds[:0]
 		now := time.Now()
-		return d.query(ctx, d.st.holds, a, func(rows *sql.Rows) error {
+		return d.query(ctx, d.db, d.st.holds, a, func(rows *sql.Rows) error {
 			var h backend.Hold
 			var fence, us sql.NullInt64
 			if err := rows.Scan(&h.Name, &h.Owner, &fence, &us); err != nil {
@@ -49,9 +49,9 @@ func (d *Driver) Holds(ctx context.Context, prefix string) ([]backend.Hold, erro
 }
 
 // ForceRelease implements backend.Inspector: it frees name whoever holds
-// it (the fence stays), and returns ErrNotHeld if nobody does. On
-// PostgreSQL it wakes the waiter whose turn it is. A hold on a shared
-// lease is counted in the lease, whose Driver then checks its holds.
+// it (the fence stays), and returns ErrNotHeld if nobody does. A hold on a
+// shared lease is counted in the lease, whose Driver then checks its
+// holds.
 func (d *Driver) ForceRelease(ctx context.Context, name string) error {
 	if err := checkName(name); err != nil {
 		return err
@@ -60,7 +60,7 @@ func (d *Driver) ForceRelease(ctx context.Context, name string) error {
 		return err
 	}
 	var n int64
-	a := args{"name": name, "channel": d.channel}
+	a := args{"name": name}
 	err := d.retry(ctx, func() error {
 		if d.st.forceRevoke == "" {
 			var err error

@@ -14,8 +14,9 @@ import (
 // and the shared lease that keeps it, if any (D28).
 type lease struct {
 	driverkit.Grant
-	d  *Driver
-	on atomic.Pointer[leaseRef] // nil: the row names no shared lease
+	d    *Driver
+	on   atomic.Pointer[leaseRef] // nil: the row names no shared lease
+	gate *gate                    // the gate the hold keeps (gate.go); nil: none
 }
 
 // Renew extends the lease to ttl from the database's now, if the row is
@@ -43,7 +44,7 @@ func (l *lease) Renew(ctx context.Context, ttl time.Duration) error {
 		// a success that MySQL reports as 0 rows.
 		var c int64
 		err := d.retryIdempotent(ctx, func() error {
-			return d.query(ctx, d.st.renewCheck, a, func(rows *sql.Rows) error { return rows.Scan(&c) })
+			return d.query(ctx, d.db, d.st.renewCheck, a, func(rows *sql.Rows) error { return rows.Scan(&c) })
 		})
 		if err != nil || c == 1 {
 			return err
@@ -53,17 +54,27 @@ func (l *lease) Renew(ctx context.Context, ttl time.Duration) error {
 }
 
 // Release frees the row if it is still this owner's and its lease has not
-// run out; the row and its fence stay. On PostgreSQL the same statement
-// wakes the waiter whose turn it is. A release that fails retires the
-// hold's shared lease (shared.go).
+// run out; the row and its fence stay. A hold that came through its gate
+// (gate.go) lets the gate go with it, which wakes the next waiter. A
+// release that fails retires the hold's shared lease (shared.go).
 func (l *lease) Release(ctx context.Context) error {
 	d := l.d
 	var n int64
-	err := d.retry(ctx, func() error {
-		var err error
-		_, n, err = d.exec(ctx, d.db, d.st.release, d.ownerArgs(l.Name, l.Owner))
-		return err
-	})
+	var err error
+	if g := l.gate; g != nil {
+		var released bool
+		released, err = g.release(ctx, l)
+		if released {
+			n = 1
+		}
+		g.close(ctx)
+	} else {
+		err = d.retry(ctx, func() error {
+			var err error
+			_, n, err = d.exec(ctx, d.db, d.st.release, d.ownerArgs(l.Name, l.Owner))
+			return err
+		})
+	}
 	if err != nil {
 		// The row may still be held, on a shared lease: let it run out.
 		if r := l.on.Load(); r != nil {

@@ -2,9 +2,7 @@ package mysqllock
 
 import (
 	"context"
-	"crypto/sha256"
 	"database/sql"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -13,13 +11,11 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/jackc/pgx/v5/stdlib"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
 	"github.com/golocker/locker/backend"
 	"github.com/golocker/locker/internal/driverkit"
-	"github.com/golocker/locker/internal/ticket"
 )
 
 // MaxNameLen is the longest lock name the driver stores, in bytes: the size
@@ -44,9 +40,10 @@ const (
 )
 
 // Driver is a lock table in a SQL database, reached through GORM. It
-// implements backend.Driver, backend.Inspector, backend.BatchRenewer,
-// backend.Watcher (a wake-up on PostgreSQL, a nil channel elsewhere) and
-// backend.LogSetter, and is safe for concurrent use.
+// implements backend.Driver, backend.Waiter (the database's own lock as the
+// queue on MySQL and PostgreSQL: gate.go), backend.Inspector,
+// backend.BatchRenewer and backend.LogSetter, and is safe for concurrent
+// use.
 type Driver struct {
 	db       *gorm.DB // a new session on the user's or our own *gorm.DB
 	quietDB  *gorm.DB // db whose logger does not report expected errors
@@ -55,13 +52,12 @@ type Driver struct {
 	dialect  string
 	table    string // as configured, unquoted
 	leases   string // the table of shared leases, unquoted
-	channel  string // PostgreSQL: the NOTIFY channel of the table
 	st       statements
 	create   bool
-	notifier *notifier // nil unless Capabilities().Notify
+	gates    *gates // the native wait (gate.go); nil on SQLite or without wait connections
+	pipe     *pipe  // PostgreSQL: the gate's wait and the acquire statement in one round trip
 	caps     backend.Capabilities
 	log      *logSink        // the SetLogger logger, also the MySQL connector's
-	turns    ticket.Queue    // the places of this Driver's waiters (fair.go)
 	table1st driverkit.Setup // creates the table on first use
 	slots    chan struct{}   // bounds the acquisitions in flight (slots.go); nil: unbounded
 	shared   *sharedLeases   // the Driver's shared leases (shared.go); nil: a lease per hold
@@ -72,7 +68,7 @@ var (
 	_ backend.Driver       = (*Driver)(nil)
 	_ backend.Inspector    = (*Driver)(nil)
 	_ backend.BatchRenewer = (*Driver)(nil)
-	_ backend.Watcher      = (*Driver)(nil)
+	_ backend.Waiter       = (*Driver)(nil)
 	_ backend.LogSetter    = (*Driver)(nil)
 )
 
@@ -128,36 +124,35 @@ func newDriver(db *gorm.DB, owned bool, log *logSink, opts []Option) (*Driver, e
 		dialect: dialect,
 		table:   o.table,
 		leases:  leasesTable(o.table),
-		channel: notifyChannel(o.table),
 		st:      st,
 		create:  o.createTable,
 		log:     log,
-		turns:   ticket.Queue{Window: claimWindow},
 		life:    driverkit.NewLife(),
 	}
 	d.quietDB = d.db.Session(&gorm.Session{Logger: quietExpected{d.db.Logger}})
-	d.slots = acquisitionSlots(sqlDB)
+	waitConns, rest, err := connBudget(sqlDB, o)
+	if err != nil {
+		return nil, err
+	}
+	if dialect == DialectSQLite {
+		waitConns = 0
+	}
+	d.slots = acquisitionSlots(rest)
 	if o.sharedLease {
 		d.shared = newSharedLeases()
 	}
-	if o.notifySet && o.notify && dialect != DialectPostgres {
-		return nil, driverkit.BadOption("mysqllock", "notify applies to PostgreSQL only, not %s", dialect)
+	if dialect == DialectSQLite && o.waitConnsSet && o.waitConns > 0 {
+		return nil, driverkit.BadOption("mysqllock", "wait_conns applies to MySQL and PostgreSQL: SQLite has no lock to wait on")
 	}
-	if dialect == DialectPostgres && o.notify {
-		pgx := sqlDB != nil
-		if pgx {
-			_, pgx = sqlDB.Driver().(*stdlib.Driver)
-		}
-		switch {
-		case pgx:
-			d.notifier = newNotifier(d, sqlDB)
-		case o.notifySet:
-			return nil, driverkit.BadOption("mysqllock", "notify needs the pgx driver (gorm.io/driver/postgres)")
+	if waitConns > 0 {
+		d.gates = newGates(d, waitConns)
+		if dialect == DialectPostgres {
+			d.pipe = newPipe(st)
 		}
 	}
 	d.caps = backend.Capabilities{
 		Fencing:      true,
-		Notify:       d.notifier != nil,
+		Notify:       d.gates != nil,
 		Expiry:       true,
 		CrossProcess: true,
 	}
@@ -165,7 +160,7 @@ func newDriver(db *gorm.DB, owned bool, log *logSink, opts []Option) (*Driver, e
 }
 
 // Capabilities implements backend.Driver: Fencing, Expiry, CrossProcess,
-// and Notify on PostgreSQL with LISTEN/NOTIFY.
+// and Notify on MySQL and PostgreSQL with wait connections (gate.go).
 func (d *Driver) Capabilities() backend.Capabilities { return d.caps }
 
 // Dialect returns the database's dialect: DialectMySQL, DialectPostgres or
@@ -180,15 +175,11 @@ func (d *Driver) Table() string { return d.table }
 // New leaves the *gorm.DB's logger as it is.
 func (d *Driver) SetLogger(l *slog.Logger) { d.log.set(l) }
 
-// Close stops the Driver's LISTEN connection and its background clean-ups,
-// and closes the connection pool if the Driver opened it (Open); a
-// *gorm.DB given to New stays open. Holds stay in the table until released
-// or expired.
+// Close stops the Driver's background clean-ups, and closes the
+// connection pool if the Driver opened it (Open); a *gorm.DB given to New
+// stays open. Holds stay in the table until released or expired.
 func (d *Driver) Close() error {
 	return d.life.Close(func() error {
-		if d.notifier != nil {
-			d.notifier.close()
-		}
 		if d.owned && d.sqlDB != nil {
 			return d.sqlDB.Close()
 		}
@@ -202,7 +193,25 @@ func (d *Driver) ready(ctx context.Context) error {
 	if err := d.life.Err(); err != nil || !d.create {
 		return err
 	}
-	return d.table1st.Run(ctx, d.life, d.createTable)
+	err := d.table1st.Run(ctx, d.life, d.createTable)
+	if cerr := ended(ctx); err != nil && cerr != nil {
+		// The first use of a Driver with a short wait: the wait ran out.
+		return fmt.Errorf("%w (%w)", cerr, err)
+	}
+	return err
+}
+
+// ended returns ctx's error, or DeadlineExceeded when ctx's deadline has
+// passed although ctx has not yet been marked done: a socket's deadline,
+// set from ctx's, can fire before ctx's own timer.
+func ended(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
 
 // createTable is ready's set-up: the lock table, its column lease_id if
@@ -295,9 +304,10 @@ func (d *Driver) exec(ctx context.Context, db *gorm.DB, q string, a args) (sql.R
 	return res.Result, tx.RowsAffected, nil
 }
 
-// query runs q and calls scan for each row.
-func (d *Driver) query(ctx context.Context, q string, a args, scan func(*sql.Rows) error) error {
-	rows, err := d.db.WithContext(ctx).Raw(q, a).Rows()
+// query runs q on db (the pool, or a gate's connection) and calls scan
+// for each row.
+func (d *Driver) query(ctx context.Context, db *gorm.DB, q string, a args, scan func(*sql.Rows) error) error {
+	rows, err := db.WithContext(ctx).Raw(q, a).Rows()
 	if err != nil {
 		return err
 	}
@@ -311,6 +321,15 @@ func (d *Driver) query(ctx context.Context, q string, a args, scan func(*sql.Row
 		return err
 	}
 	return rows.Close()
+}
+
+// quiet returns db with a logger that leaves out the errors the driver
+// expects (quietExpected).
+func (d *Driver) quiet(db *gorm.DB) *gorm.DB {
+	if db == d.db {
+		return d.quietDB
+	}
+	return db.Session(&gorm.Session{Logger: quietExpected{db.Logger}})
 }
 
 // retry runs f again, a bounded number of times, while it fails with an
@@ -335,17 +354,6 @@ func (d *Driver) retryIf(ctx context.Context, again func(error) bool, f func() e
 		driverkit.Sleep(ctx, wait/2+rand.N(wait/2+1))
 		wait *= 4
 	}
-}
-
-// notifyChannel is the PostgreSQL channel on which releases of table are
-// announced: the table's name, or a digest of it when it is longer than
-// an identifier may be.
-func notifyChannel(table string) string {
-	if len(table) <= 63 {
-		return table
-	}
-	sum := sha256.Sum256([]byte(table))
-	return "golocker_" + hex.EncodeToString(sum[:16])
 }
 
 // quietExpected is the *gorm.DB's own logger, minus the errors the driver

@@ -15,16 +15,19 @@ const DefaultTable = "golocker_locks"
 type Option func(*options) error
 
 type options struct {
-	table       string
-	createTable bool
-	notify      bool
-	notifySet   bool
-	sharedLease bool
-	dialer      driverkit.DialFunc
+	table        string
+	createTable  bool
+	waitConns    int
+	waitConnsSet bool
+	sharedLease  bool
+	dialer       driverkit.DialFunc
+	// poolConns is the pool Open made for acquisitions, renewals and
+	// releases (max_conns), beside the wait connections; 0 for New.
+	poolConns int
 }
 
 func defaultOptions() options {
-	return options{table: DefaultTable, createTable: true, notify: true}
+	return options{table: DefaultTable, createTable: true, waitConns: DefaultWaitConns}
 }
 
 // WithTable sets the lock table (default DefaultTable, "golocker_locks"):
@@ -55,16 +58,32 @@ func WithCreateTable(create bool) Option {
 	}
 }
 
-// WithNotify says whether, on PostgreSQL, a release wakes the waiter whose
-// turn it is through LISTEN/NOTIFY (default true when the *gorm.DB uses
-// the pgx driver, as gorm.io/driver/postgres does). Turn it off behind a
-// pooler that cannot keep a session's LISTEN, such as PgBouncer in
-// transaction mode: waiters then poll. Asking for it on another database
-// is an error. URL parameter: notify.
-func WithNotify(notify bool) Option {
+// DefaultWaitConns is how many connections a Driver that Open made, or
+// one on an unbounded pool, keeps for native waits (WithWaitConns).
+const DefaultWaitConns = 16
+
+// WithWaitConns bounds the connections a Driver uses for native waits on
+// MySQL and PostgreSQL (gate.go): a Lock that waits, and then the hold it
+// gets, keeps one connection of the pool, on which it waits in the
+// database's own queue for the lock's gate (GET_LOCK, pg_advisory_lock)
+// and which it lets go when the hold is released. With n such holds and
+// waits in flight, a further Lock waits as TryLock's do, by attempts with
+// back-off. 0 turns native waits off: use it behind a pooler that cannot
+// keep a session's locks, such as PgBouncer in transaction mode.
+//
+// Open (URL parameter wait_conns, default DefaultWaitConns) makes its pool
+// max_conns + n connections, so that waits never take the connections of
+// acquisitions and renewals. With New, the default is a quarter of the
+// pool's SetMaxOpenConns (DefaultWaitConns on an unbounded pool), taken
+// out of what acquisitions may use; the pool must leave acquisitions at
+// least two. It is an error on SQLite, which has no lock to wait on.
+func WithWaitConns(n int) Option {
 	return func(o *options) error {
-		o.notify = notify
-		o.notifySet = true
+		if n < 0 {
+			return driverkit.BadOption("mysqllock", "wait_conns %d: want 0 or more", n)
+		}
+		o.waitConns = n
+		o.waitConnsSet = true
 		return nil
 	}
 }
@@ -88,7 +107,7 @@ func WithSharedLease(shared bool) Option {
 
 // WithDialer makes Open connect to MySQL or PostgreSQL through dial (a
 // proxy, a tunnel, or conformance.FaultNet in tests) instead of a plain
-// TCP dial; the LISTEN connection of PostgreSQL too. It is an error with
+// TCP dial. It is an error with
 // SQLite, which has no network, and with New, whose *gorm.DB is already
 // connected.
 func WithDialer(dial func(ctx context.Context, network, address string) (net.Conn, error)) Option {
@@ -97,6 +116,15 @@ func WithDialer(dial func(ctx context.Context, network, address string) (net.Con
 			return driverkit.BadOption("mysqllock", "WithDialer(nil)")
 		}
 		o.dialer = dial
+		return nil
+	}
+}
+
+// poolConns tells newDriver the part of the pool that Open made for
+// acquisitions, renewals and releases.
+func poolConns(n int) Option {
+	return func(o *options) error {
+		o.poolConns = n
 		return nil
 	}
 }

@@ -215,7 +215,7 @@ func (d *Driver) renewShared(ctx context.Context, sl *sharedLease) sharedResult 
 	err := d.retryIdempotent(ctx, func() error {
 		ok, sent = false, time.Now()
 		if d.dialect != DialectMySQL {
-			return d.query(ctx, d.st.leaseRenew, a, func(rows *sql.Rows) error {
+			return d.query(ctx, d.db, d.st.leaseRenew, a, func(rows *sql.Rows) error {
 				ok = true
 				return rows.Scan(&revoked)
 			})
@@ -226,7 +226,7 @@ func (d *Driver) renewShared(ctx context.Context, sl *sharedLease) sharedResult 
 		if err != nil || n == 0 {
 			return err
 		}
-		return d.query(ctx, d.st.leaseRevoked, a, func(rows *sql.Rows) error {
+		return d.query(ctx, d.db, d.st.leaseRevoked, a, func(rows *sql.Rows) error {
 			ok = true
 			return rows.Scan(&revoked)
 		})
@@ -276,7 +276,7 @@ func (d *Driver) renewOnShared(ctx context.Context, items []backend.RenewItem, i
 	held := make(map[key]bool, len(idx))
 	err := d.retryIdempotent(ctx, func() error {
 		clear(held)
-		return d.query(ctx, d.st.leaseCheck, a, func(rows *sql.Rows) error {
+		return d.query(ctx, d.db, d.st.leaseCheck, a, func(rows *sql.Rows) error {
 			var k key
 			if err := rows.Scan(&k.name, &k.fence); err != nil {
 				return err

@@ -441,7 +441,15 @@ func TestAFailedReleaseRetiresTheSharedLease(t *testing.T) {
 func TestASharedLeaseIsNotRenewedPastItsEnd(t *testing.T) {
 	eachDialect(t, func(t *testing.T, db *sqlserver.SQLDatabase, ctx context.Context) {
 		d, gdb, _ := sharedDriver(t, db)
-		const ttl = 500 * time.Millisecond
+		// The lease must outlast a grant and its first renewal: ten times
+		// what they take here, at least half a second.
+		began := time.Now()
+		w, err := d.Acquire(ctx, backend.Request{Name: "warm", Owner: "w", TTL: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		joined(t, ctx, d, []backend.RenewItem{{Lease: w, TTL: time.Minute}})
+		ttl := max(500*time.Millisecond, 10*time.Since(began))
 		l, err := d.Acquire(ctx, backend.Request{Name: "late", Owner: "o", TTL: ttl})
 		if err != nil {
 			t.Fatal(err)

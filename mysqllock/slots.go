@@ -3,6 +3,8 @@ package mysqllock
 import (
 	"context"
 	"database/sql"
+
+	"github.com/golocker/locker/internal/driverkit"
 )
 
 // reservedConns is how many of a bounded pool's connections acquisitions
@@ -14,17 +16,37 @@ import (
 const reservedConns = 1
 
 // acquisitionSlots returns the semaphore that bounds the acquisitions in
-// flight to the pool's size (as set when the Driver is made) less
-// reservedConns, at least one; nil when the pool is unbounded or unknown.
-func acquisitionSlots(db *sql.DB) chan struct{} {
-	if db == nil {
-		return nil
-	}
-	n := db.Stats().MaxOpenConnections
+// flight to the connections they may use, n, less reservedConns, at least
+// one; nil when n is 0 (an unbounded or unknown pool).
+func acquisitionSlots(n int) chan struct{} {
 	if n <= 0 {
 		return nil
 	}
 	return make(chan struct{}, max(1, n-reservedConns))
+}
+
+// connBudget divides the pool of db (its size as set when the Driver is
+// made) between native waits and the rest: acquisitions, renewals and
+// releases (0: unbounded). See WithWaitConns.
+func connBudget(db *sql.DB, o options) (wait, rest int, err error) {
+	if db == nil {
+		return 0, 0, nil
+	}
+	size := db.Stats().MaxOpenConnections
+	switch {
+	case o.poolConns > 0: // Open: the pool is max_conns + wait_conns
+		return o.waitConns, o.poolConns, nil
+	case size <= 0:
+		return o.waitConns, 0, nil
+	case !o.waitConnsSet:
+		wait = size / 4
+	default:
+		wait = o.waitConns
+	}
+	if wait > 0 && size-wait < 2 {
+		return 0, 0, driverkit.BadOption("mysqllock", "wait_conns %d of a pool of %d connections leaves acquisitions fewer than 2", wait, size)
+	}
+	return wait, size - wait, nil
 }
 
 // takeSlot waits for an acquisition slot, until ctx ends; the func it

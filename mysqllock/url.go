@@ -171,13 +171,19 @@ func openOnce(ctx context.Context, t *target, o options, opts []Option) (*Driver
 	if err != nil {
 		return nil, err
 	}
-	sqlDB.SetMaxOpenConns(t.maxConns)
-	sqlDB.SetMaxIdleConns(t.maxConns)
+	// The pool: max_conns for acquisitions, renewals and releases, and
+	// the wait connections beside them (WithWaitConns).
+	size := t.maxConns
+	if t.dialect != DialectSQLite {
+		size += o.waitConns
+	}
+	sqlDB.SetMaxOpenConns(size)
+	sqlDB.SetMaxIdleConns(size)
 	if err := sqlDB.PingContext(ctx); err != nil {
 		_ = sqlDB.Close()
 		return nil, fmt.Errorf("mysqllock: connect to %s at %s: %w", t.dialect, t.addr, err)
 	}
-	d, err := newDriver(gdb, true, log, opts)
+	d, err := newDriver(gdb, true, log, append(opts, poolConns(t.maxConns)))
 	if err != nil {
 		_ = sqlDB.Close()
 		return nil, err
@@ -188,7 +194,7 @@ func openOnce(ctx context.Context, t *target, o options, opts []Option) (*Driver
 // Query parameters: golocker's (every scheme), and the database driver's
 // that a URL may give, per scheme.
 var (
-	ownParams      = []string{"table", "create_table", "max_conns", "notify", "shared_lease"}
+	ownParams      = []string{"table", "create_table", "max_conns", "wait_conns", "shared_lease"}
 	mysqlParams    = []string{"tls", "timeout", "read_timeout", "write_timeout", "allow_native_passwords", "allow_cleartext_passwords"}
 	postgresParams = []string{"sslmode", "sslrootcert", "sslcert", "sslkey", "sslpassword", "sslsni",
 		"connect_timeout", "application_name", "target_session_attrs"}
@@ -225,17 +231,12 @@ func parseURL(u *url.URL) (*target, error) {
 		switch k {
 		case "table":
 			t.opts = append(t.opts, WithTable(v))
-		case "create_table", "notify", "shared_lease":
+		case "create_table", "shared_lease":
 			b, err := strconv.ParseBool(v)
 			if err != nil {
 				return nil, bad("%s=%q: want true or false", k, v)
 			}
 			switch k {
-			case "notify":
-				if t.dialect != DialectPostgres {
-					return nil, bad("notify applies to postgres:// only")
-				}
-				t.opts = append(t.opts, WithNotify(b))
 			case "shared_lease":
 				t.opts = append(t.opts, WithSharedLease(b))
 			default:
@@ -250,6 +251,15 @@ func parseURL(u *url.URL) (*target, error) {
 				return nil, bad("max_conns applies to mysql:// and postgres://: sqlite:// uses one connection per process")
 			}
 			t.maxConns = n
+		case "wait_conns":
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				return nil, bad("wait_conns=%q: want 0 or a positive integer", v)
+			}
+			if t.dialect == DialectSQLite && n > 0 {
+				return nil, bad("wait_conns applies to mysql:// and postgres://: SQLite has no lock to wait on")
+			}
+			t.opts = append(t.opts, WithWaitConns(n))
 		case "busy_timeout":
 			d, err := time.ParseDuration(v)
 			if err != nil || d < 0 || (d > 0 && d < time.Millisecond) {

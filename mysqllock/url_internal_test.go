@@ -29,7 +29,8 @@ func TestParseURL(t *testing.T) {
 		{"mariadb://u@h:3307/app", DialectMySQL, "tcp(h:3307)/app"},
 		{"postgres://u:" + secret + "@h:5433/app?sslmode=disable", DialectPostgres, "postgres://u:s3cr%2Ft-pw@h:5433/app?sslmode=disable"},
 		{"postgresql://u@h1:5432,h2:5432/app?target_session_attrs=read-write", DialectPostgres, "h1:5432,h2:5432/app"},
-		{"postgres://u@h/app?notify=false&table=public.locks", DialectPostgres, "postgres://u@h/app"},
+		{"postgres://u@h/app?wait_conns=0&table=public.locks", DialectPostgres, "postgres://u@h/app"},
+		{"mysql://u@h/app?wait_conns=4&max_conns=2", DialectMySQL, "/app"},
 		{"sqlite:///var/lib/app/locks.db", DialectSQLite, "file:/var/lib/app/locks.db?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)"},
 		{"sqlite://localhost/var/lib/app/locks.db?busy_timeout=250ms", DialectSQLite, "busy_timeout(250)"},
 		{"sqlite:///tmp/with%20space%3Fand%23hash.db", DialectSQLite, "file:/tmp/with%20space%3Fand%23hash.db?"},
@@ -67,7 +68,9 @@ func TestParseURL(t *testing.T) {
 		"mysql://u:" + secret + "@h/app?tabel=x",          // typo
 		"mysql://u:" + secret + "@h/app?table=x;drop",     // not an identifier
 		"mysql://u:" + secret + "@h/app?table=a.b.c",      // too many parts
-		"mysql://u:" + secret + "@h/app?notify=true",      // PostgreSQL only
+		"mysql://u:" + secret + "@h/app?notify=true",      // no such parameter
+		"mysql://u:" + secret + "@h/app?wait_conns=-1",    // bad count
+		"sqlite:///tmp/x.db?wait_conns=2",                 // nothing to wait on
 		"mysql://u:" + secret + "@h/app?tls=maybe",        // bad value
 		"mysql://u:" + secret + "@h/app?sslmode=disable",  // another driver's
 		"mysql://u:" + secret + "@h/app?table=a&table=b",  // twice
@@ -154,7 +157,7 @@ func TestStatementsLoad(t *testing.T) {
 		// name (sql/common.sql), and the shared ones take its fragments.
 		own := map[string][2]string{
 			DialectMySQL:    {st.renew, "INTERVAL @lease_us MICROSECOND"},
-			DialectPostgres: {st.release, "pg_notify"},
+			DialectPostgres: {st.releaseGated, "pg_advisory_unlock"},
 			DialectSQLite:   {st.renew, "((@lease_us + 999) / 1000)"},
 		}[dialect]
 		if !strings.Contains(own[0], own[1]) {
@@ -202,7 +205,7 @@ func FuzzParseURL(f *testing.F) {
 			t.Fatalf("parseURL(%q) accepted it with dialect %q", raw, tg.dialect)
 		}
 	},
-		"mysql://u:pw@h:3306/db?table=t", "postgres://u:pw@h1,h2/db?sslmode=require&notify=false",
+		"mysql://u:pw@h:3306/db?table=t", "postgres://u:pw@h1,h2/db?sslmode=require&wait_conns=0",
 		"postgresql://u:pw@h/db", "sqlite:///tmp/x.db?busy_timeout=1s", "sqlite://h/x", "mysql://u:pw@h/db?x=%zz",
 	)
 }

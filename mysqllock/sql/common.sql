@@ -1,7 +1,7 @@
 -- Statements of package mysqllock that more than one dialect sends as
 -- they are. Each dialect's file (mysql.sql, postgres.sql, sqlite.sql) is
 -- read after this one: a statement or fragment it names replaces the one
--- here, and it defines the fragments these use ({now}, {lease}, {lapse},
+-- here, and it defines the fragments these use ({now}, {lease},
 -- {state}). {table} is replaced by the validated, quoted table name, and
 -- {x} by the fragment named x. Parameters are named (@name, GORM binds
 -- each occurrence). Lines starting with "--" are comments and are not
@@ -24,35 +24,11 @@
 -- name: free
 (owner IS NULL OR owner = '' OR ((expires_at IS NULL OR expires_at < {now}) AND {lease_gone}))
 
--- name: lapsed
--- The head's turn has lapsed: the lock has been free for the window, and
--- the turn began before it (a release sets expires_at to its time).
-({free} AND (serving_at IS NULL OR serving_at < {lapse}) AND (expires_at IS NULL OR expires_at < {lapse}))
-
--- name: head
--- It is the waiter's turn: its ticket is served, or the head before it
--- lapsed (the waiter then takes the turn over, skipping the tickets
--- between).
-(@ticket > 0 AND @ticket <= tickets AND (@ticket = serving OR (@ticket > serving AND {lapsed})))
-
--- name: grant
--- The lock goes to this attempt: it is free, and this is a single attempt,
--- or nobody queues, or it is the waiter's turn, or a waiter without a
--- ticket finds the queue's head lapsed.
-({free} AND (@wait = 0 OR serving > tickets OR {head} OR (@ticket = 0 AND {lapsed})))
-
--- name: take_ticket
--- A waiter that did not get the lock takes the next ticket: RETURNING's
--- tickets is its number. The first ticket of an empty queue has its turn
--- at once.
-UPDATE {table}
-   SET tickets = tickets + 1,
-       serving_at = CASE WHEN serving > tickets THEN {now} ELSE serving_at END
- WHERE name = @name
-RETURNING {state}
-
 -- name: look
--- A waiter's look between attempts: a plain read, no row lock.
+-- The row as it is: a plain read, no row lock. An attempt that did not
+-- get the lock reads its holder with it (MySQL, SQLite), and a waiter
+-- blocked behind another process's gate (gate.go) looks whether the
+-- holder's lease ran out.
 SELECT {state} FROM {table} WHERE name = @name
 
 -- name: renew

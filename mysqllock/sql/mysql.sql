@@ -4,8 +4,8 @@
 -- fragment named x below. Every time is the database's: UTC_TIMESTAMP(3),
 -- evaluated once per statement, so the session time zone and the clients'
 -- clocks do not matter. Parameters are named (@name, GORM binds each
--- occurrence): names, owners, lease lengths and windows in microseconds,
--- ticket numbers; never a client time. Lines starting with "--" are
+-- occurrence): names, owners, lease lengths in microseconds, gate names;
+-- never a client time. Lines starting with "--" are
 -- comments and are not sent. The statements not named here are those of
 -- common.sql; the comments there and in postgres.sql say what each does,
 -- and those here what MySQL does differently.
@@ -16,18 +16,12 @@ UTC_TIMESTAMP(3)
 -- name: lease
 INTERVAL @lease_us MICROSECOND
 
--- name: lapse
-({now} - INTERVAL @window_us MICROSECOND)
-
 -- name: create
 CREATE TABLE IF NOT EXISTS {table} (
   name        VARBINARY(512)  NOT NULL,
   owner       VARBINARY(255)  NULL,
   fence       BIGINT UNSIGNED NOT NULL DEFAULT 0,
   expires_at  DATETIME(3)     NULL,
-  tickets     BIGINT UNSIGNED NOT NULL DEFAULT 0,
-  serving     BIGINT UNSIGNED NOT NULL DEFAULT 1,
-  serving_at  DATETIME(3)     NULL,
   renew_stamp BINARY(16)      NULL,
   lease_id    BIGINT          NULL,
   PRIMARY KEY (name)
@@ -65,47 +59,66 @@ UPDATE {table} l LEFT JOIN {leases} s ON s.id = l.lease_id
    AND (l.expires_at >= {now} OR s.expires_at >= {now})
 
 -- name: acquire
--- On an existing row (insert creates a new one). The WHERE clause
--- decides, on the row as it was; MySQL then assigns the columns from left
--- to right, each expression seeing the columns already assigned, so the
--- turn moves (serving) before serving_at reads it. LAST_INSERT_ID(expr)
+-- On an existing row (insert creates a new one). LAST_INSERT_ID(expr)
 -- returns the new fence in the reply's insert id: no second statement.
--- A granted ticket from serving on was the waiter's turn (no queue puts a
--- ticket below serving): the turn passes to the next ticket.
 UPDATE {table}
    SET owner      = @owner,
        fence      = LAST_INSERT_ID(fence + 1),
        expires_at = {now} + {lease},
-       lease_id   = @lease_id,
-       serving_at = IF(@ticket > 0 AND @ticket >= serving AND @ticket <= tickets, {now}, serving_at),
-       serving    = IF(@ticket > 0 AND @ticket >= serving AND @ticket <= tickets, @ticket + 1, serving)
- WHERE name = @name AND {grant}
-
--- name: take_ticket
--- The ticket comes back as the insert id.
-UPDATE {table}
-   SET serving_at = IF(serving > tickets, {now}, serving_at),
-       tickets    = LAST_INSERT_ID(tickets + 1)
- WHERE name = @name
+       lease_id   = @lease_id
+ WHERE name = @name AND {free}
 
 -- name: insert
 -- The row does not exist yet: create it held, with fence 1. A duplicate
 -- key error means another owner created it first; the driver tries the
 -- update again.
-INSERT INTO {table} (name, owner, fence, expires_at, tickets, serving, serving_at, lease_id)
-VALUES (@name, @owner, 1, {now} + {lease}, 0, 1, NULL, @lease_id)
+INSERT INTO {table} (name, owner, fence, expires_at, lease_id)
+VALUES (@name, @owner, 1, {now} + {lease}, @lease_id)
 
--- name: look
-SELECT owner, fence,
-       CASE WHEN owner IS NULL OR owner = '' OR expires_at IS NULL THEN -1
-            ELSE TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at) END,
-       tickets, serving,
-       CASE WHEN {lapsed} THEN 1 ELSE 0 END,
-       TIMESTAMPDIFF(MICROSECOND, serving_at, UTC_TIMESTAMP(6)),
-       lease_id,
-       (SELECT TIMESTAMPDIFF(MICROSECOND, {now}, s.expires_at) FROM {leases} s WHERE s.id = lease_id)
-  FROM {table}
- WHERE name = @name
+-- name: state
+owner, fence,
+CASE WHEN owner IS NULL OR owner = '' OR expires_at IS NULL THEN -1
+     ELSE TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at) END,
+lease_id,
+(SELECT TIMESTAMPDIFF(MICROSECOND, {now}, s.expires_at) FROM {leases} s WHERE s.id = lease_id)
+
+-- name: gate_acquire
+-- The first attempt of a native wait (gate.go): the row, if it is free
+-- and the gate — a user-level lock of the server, named after the table
+-- and the lock (GET_LOCK's names are at most 64 characters) — is free
+-- too. A grant holds the gate; otherwise gate_held tells whether the
+-- session got it (MySQL may evaluate GET_LOCK although the row is held)
+-- and names the session, so that a wait of it can be cancelled with KILL
+-- QUERY. gate_wait waits in the server's queue for the gate (1: got it;
+-- 0 or NULL: timed out or killed), gate_unlock lets it go.
+UPDATE {table}
+   SET owner      = @owner,
+       fence      = LAST_INSERT_ID(fence + 1),
+       expires_at = {now} + {lease},
+       lease_id   = @lease_id
+ WHERE name = @name AND {free} AND GET_LOCK(@gate, 0) = 1
+
+-- name: gate_held
+-- Also the row, to name the holder.
+SELECT COALESCE(IS_USED_LOCK(@gate) = CONNECTION_ID(), 0), CONNECTION_ID(), {state}
+  FROM (SELECT 1) AS x LEFT JOIN {table} ON name = @name
+
+-- name: gate_wait
+SELECT GET_LOCK(@gate, @wait_s)
+
+-- name: gate_unlock
+SELECT RELEASE_LOCK(@gate)
+
+-- name: release_gated
+-- release, and the gate of a hold that came through it, in one
+-- statement: RELEASE_LOCK runs in the assignment of owner (which is NULL
+-- whatever it returns) as the row is updated, before the commit; the next
+-- waiter's statement waits on the row's lock for the commit, and sees the
+-- row free. A row that is not released (the hold was lost) leaves the
+-- gate held: the driver then sends gate_unlock.
+UPDATE {table}
+   SET owner = IF(RELEASE_LOCK(@gate) IS NULL, NULL, NULL), expires_at = {now}
+ WHERE name = @name AND owner = @owner AND {alive}
 
 -- name: renew_check
 -- MySQL counts changed rows, not matched ones: a renewal within the same

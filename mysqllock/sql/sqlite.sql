@@ -4,11 +4,10 @@
 -- fragment named x below. Times are Unix milliseconds of the database's
 -- clock, which for SQLite is the clock of the machine that holds the file:
 -- {now} reads it once per statement. Parameters are named (@name, GORM
--- binds each occurrence): names, owners, lease lengths and windows in
--- microseconds, ticket numbers; never a client time. Lines starting with
--- "--" are comments and are not sent. The statements not named here are
--- those of common.sql; the comments there and in postgres.sql say what
--- each does.
+-- binds each occurrence): names, owners, lease lengths in microseconds;
+-- never a client time. Lines starting with "--" are comments and are not
+-- sent. The statements not named here are those of common.sql; the
+-- comments there and in postgres.sql say what each does.
 
 -- name: now
 CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)
@@ -22,9 +21,6 @@ CREATE TABLE IF NOT EXISTS {table} (
   owner      TEXT,
   fence      INTEGER NOT NULL DEFAULT 0,
   expires_at INTEGER,
-  tickets    INTEGER NOT NULL DEFAULT 0,
-  serving    INTEGER NOT NULL DEFAULT 1,
-  serving_at INTEGER,
   lease_id   INTEGER
 ) WITHOUT ROWID
 
@@ -38,29 +34,22 @@ CREATE TABLE IF NOT EXISTS {leases} (
 -- name: add_lease_column
 ALTER TABLE {table} ADD COLUMN lease_id INTEGER
 
--- name: lapse
-({now} - @window_us / 1000)
-
--- name: lapsed
-({free} AND ifnull(serving_at, 0) < {lapse} AND ifnull(expires_at, 0) < {lapse})
-
 -- name: state
 owner, fence,
 CASE WHEN owner IS NULL OR owner = '' OR expires_at IS NULL THEN -1 ELSE (expires_at - {now}) * 1000 END,
-tickets, serving, CASE WHEN {lapsed} THEN 1 ELSE 0 END, ({now} - serving_at) * 1000,
 lease_id, (SELECT (s.expires_at - {now}) * 1000 FROM {leases} s WHERE s.id = lease_id)
 
 -- name: acquire
-INSERT INTO {table} (name, owner, fence, expires_at, tickets, serving, serving_at, lease_id)
-VALUES (@name, @owner, 1, {now} + {lease}, 0, 1, NULL, {lease_ref})
+-- The row comes back only when the lock is granted; look reads the
+-- holder otherwise.
+INSERT INTO {table} (name, owner, fence, expires_at, lease_id)
+VALUES (@name, @owner, 1, {now} + {lease}, {lease_ref})
 ON CONFLICT (name) DO UPDATE SET
   owner      = excluded.owner,
   fence      = fence + 1,
   expires_at = excluded.expires_at,
-  lease_id   = excluded.lease_id,
-  serving    = CASE WHEN @ticket > 0 AND @ticket >= serving AND @ticket <= tickets THEN @ticket + 1 ELSE serving END,
-  serving_at = CASE WHEN @ticket > 0 AND @ticket >= serving AND @ticket <= tickets THEN {now} ELSE serving_at END
-WHERE {grant}
+  lease_id   = excluded.lease_id
+WHERE {free}
 RETURNING {state}
 
 -- name: holds
