@@ -288,7 +288,9 @@ func TestBackendsSmoke(t *testing.T) {
 				t.Run(cfg.Name, func(t *testing.T) {
 					ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 					defer cancel()
-					m, err := bench.RunBackend(ctx, cfg, tgt.target, "bench/smoke/"+cfg.Name, sc.Handles, p, tgt.count)
+					m, p, err := untilAcquired(p, func(p bench.Params) (bench.Measurement, error) {
+						return bench.RunBackend(ctx, cfg, tgt.target, "bench/smoke/"+cfg.Name, sc.Handles, p, tgt.count)
+					})
 					if err != nil {
 						t.Fatal(err)
 					}
