@@ -101,22 +101,34 @@ type Report struct {
 }
 
 // Interfaces tells which optional interfaces of package backend a driver
-// implements.
+// implements: each field is named after one, and lists every one (a test
+// of this package compares the fields with package backend's source).
+// Passer is a Lease's, found on the lease of the suite's first attempt; the
+// others are the Driver's.
 type Interfaces struct {
 	Waiter         bool
 	Watcher        bool
 	Inspector      bool
 	QueueInspector bool
 	BatchRenewer   bool
+	LogSetter      bool
+	Passer         bool
 }
 
-func interfacesOf(d backend.Driver) Interfaces {
+// interfacesOf reports the optional interfaces of d, and of l, a lease
+// that d granted.
+func interfacesOf(d backend.Driver, l backend.Lease) Interfaces {
 	_, waiter := d.(backend.Waiter)
 	_, watcher := d.(backend.Watcher)
 	_, inspector := d.(backend.Inspector)
 	_, queue := d.(backend.QueueInspector)
 	_, batch := d.(backend.BatchRenewer)
-	return Interfaces{Waiter: waiter, Watcher: watcher, Inspector: inspector, QueueInspector: queue, BatchRenewer: batch}
+	_, logs := d.(backend.LogSetter)
+	_, passer := l.(backend.Passer)
+	return Interfaces{
+		Waiter: waiter, Watcher: watcher, Inspector: inspector, QueueInspector: queue,
+		BatchRenewer: batch, LogSetter: logs, Passer: passer,
+	}
 }
 
 // Complete reports whether every check ran (none was filtered out by -run).
@@ -200,11 +212,12 @@ func Run(t *testing.T, h Harness) *Report {
 		t.Fatalf("conformance: NewDriver: %v", err)
 	}
 	caps := d.Capabilities()
-	ifs := interfacesOf(d)
-	if err := tryOnce(ctx, d, "conformance/"+id+"/try-once"); err != nil {
+	l, err := tryOnce(ctx, d, "conformance/"+id+"/try-once")
+	if err != nil {
 		_ = d.Close()
 		t.Fatalf("conformance: refused: %v", err)
 	}
+	ifs := interfacesOf(d, l)
 	if err := d.Close(); err != nil {
 		t.Errorf("conformance: Close of a fresh driver: %v", err)
 	}
@@ -224,26 +237,28 @@ func Run(t *testing.T, h Harness) *Report {
 }
 
 // tryOnce checks that d can make one attempt without waiting: twice on a
-// fresh name, the second finding the first's hold.
-func tryOnce(ctx context.Context, d backend.Driver, name string) error {
+// fresh name, the second finding the first's hold. It returns the first
+// attempt's lease, released, whose type tells the lease's optional
+// interfaces.
+func tryOnce(ctx context.Context, d backend.Driver, name string) (backend.Lease, error) {
 	const why = "the driver has no attempt that does not wait: Acquire must take a free lock at once and return ErrHeld (wrapped) for a held one, never wait; a store that can only wait (a blocking lock recipe) cannot back TryLock"
 	actx, cancel := context.WithTimeout(ctx, quick)
 	defer cancel()
 	l, err := d.Acquire(actx, backend.Request{Name: name, Owner: name + "/a", TTL: 30 * time.Second})
 	if err != nil {
-		return fmt.Errorf("%s (Acquire of a free lock: %v)", why, err)
+		return nil, fmt.Errorf("%s (Acquire of a free lock: %v)", why, err)
 	}
 	defer l.Release(context.WithoutCancel(ctx))
 	_, err = d.Acquire(actx, backend.Request{Name: name, Owner: name + "/b", TTL: 30 * time.Second})
 	switch {
 	case err == nil:
-		return errors.New("two owners both acquired a free lock: the driver does not exclude")
+		return nil, errors.New("two owners both acquired a free lock: the driver does not exclude")
 	case errors.Is(err, backend.ErrHeld):
-		return nil
+		return l, nil
 	case actx.Err() != nil:
-		return fmt.Errorf("%s (Acquire of a held lock did not return within %v)", why, quick)
+		return nil, fmt.Errorf("%s (Acquire of a held lock did not return within %v)", why, quick)
 	default:
-		return fmt.Errorf("%s (Acquire of a held lock: %v)", why, err)
+		return nil, fmt.Errorf("%s (Acquire of a held lock: %v)", why, err)
 	}
 }
 
