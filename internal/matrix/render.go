@@ -10,7 +10,10 @@ import (
 	"github.com/golocker/locker/conformance"
 )
 
-// row is one line of the matrix.
+// row is one line of the matrix: a capability of package conformance,
+// titled for what the checks that prove it test. A test of this package
+// keeps rows and checks together: every row's capability is proved by a
+// check, and every check proves a capability that has a row.
 type row struct {
 	title string
 	cap   string                           // the conformance capability that proves it
@@ -23,7 +26,7 @@ func declared(f func(c backend.Capabilities) bool) func(r *conformance.Report) b
 
 var rows = []row{
 	{title: "Mutual exclusion", cap: conformance.CapExclusion},
-	{title: "Reentrancy (per handle, with a hold count)", cap: conformance.CapReentrancy},
+	{title: "Reentrancy by the ctx's owner (`Do`, `WithOwner`), one token", cap: conformance.CapReentrancy},
 	{title: "Cancellation leaves nothing behind", cap: conformance.CapCancellation},
 	{title: "Watchdog keeps a living holder's lease", cap: conformance.CapRenewal},
 	{title: "Lease expiry frees a crashed holder's lock", cap: conformance.CapExpiry, decl: declared(func(c backend.Capabilities) bool { return c.Expiry })},
@@ -36,6 +39,13 @@ var rows = []row{
 	{title: "Thousands of names without growth", cap: conformance.CapScale},
 	{title: "Bad input gives clear errors", cap: conformance.CapInput},
 	{title: "Declaration matches behaviour", cap: conformance.CapDeclaration},
+}
+
+// notRows lists the capabilities that checks prove but the matrix has no row
+// for, and why.
+var notRows = map[string]string{
+	conformance.CapOwnership: "package locker's own rule (a shared handle excludes its goroutines; an owner comes from the ctx): its checks also prove exclusion or reentrancy, whose rows show them",
+	conformance.CapFaults:    "which fault checks run depends on the harness's hooks: they also prove exclusion, expiry, fencing or cancellation, whose rows show them",
 }
 
 // cell is what the matrix says of one driver and one row.
