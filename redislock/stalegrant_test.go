@@ -10,16 +10,16 @@ import (
 	"github.com/golocker/locker/redislock"
 )
 
-// TestAPausedWaiterNeverTakesAStaleGrant reproduces issue 14's finding: a
-// waiter is paused (its connections stall, as when its process is
+// TestAPausedWaiterNeverTakesAStaleGrant: a waiter is paused (its connections stall, as when its process is
 // SIGSTOPped) while it waits; the holder releases and Redis hands the lock
 // to the waiter's owner, publishing the grant to a process that cannot
 // hear; that lease runs out unused and other owners go on with higher
 // tokens. When the waiter resumes, the grant's message and the reply of its
 // own refresh call (which puts the same owner back in the queue) arrive in
-// either order. Before the fix the waiter returned from AcquireWait with
-// the stale grant's token, below its predecessors'. It must return a grant
-// newer than every token handed out while it was paused.
+// either order. A driver that takes the message for a grant returns from
+// AcquireWait with the stale grant's token, below its predecessors'; the
+// waiter must return a grant newer than every token handed out while it was
+// paused.
 //
 // It runs at the SPI, without package locker, whose own check (a grant
 // that arrives after its lease could have run out is given back) would

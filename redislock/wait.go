@@ -33,9 +33,9 @@ import (
 // waiter's next call has put it back in the queue under the same owner, so
 // the message must not be taken for a grant of now. Every call that leaves
 // the waiter queued returns the name's fence counter; a grant made before
-// that call carries a token not above it, and is ignored (the issue-14
-// stale-token fix; before it, a paused waiter could return from Lock with
-// the token of a grant that had lapsed).
+// that call carries a token not above it, and is ignored: else a paused
+// waiter could return from Lock with the token of a grant that had lapsed,
+// below the tokens of the owners who held the lock since.
 //
 // A waiter that gives up (ctx, Close, an error) leaves the queue with
 // queue_release.lua, which also passes the lock on if it was handed to

@@ -32,7 +32,8 @@ const (
 	// session deletes the newer holder's key on the same session).
 	SameDriverStale = "same-driver-stale"
 	// StaleGrant returns, to a waiter that was paused, the token of a
-	// grant from before the pause (golocker's own Redis bug of round 1).
+	// grant from before the pause (the stale grant that redislock's fence
+	// counter guards against, D22).
 	StaleGrant = "stale-grant"
 	// PhantomWaiter returns success to a waiter that was paused past its
 	// lease (its session expired) without holding anything (etcd #19597).
