@@ -68,7 +68,7 @@ test: deps helpers
 
 ## test-short: the packages that need no server
 test-short:
-	$(GO) test -race . ./backend/... ./locallock/... ./conformance/... ./examples/... ./internal/matrix/... ./internal/testserver
+	$(GO) test -race . ./backend/... ./locallock/... ./conformance/... ./examples/... ./internal/matrix/... ./internal/doccheck/... ./internal/testserver
 
 ## install: install lockctl into $(go env GOPATH)/bin
 install:
