@@ -39,14 +39,22 @@ func init() {
 // *Driver for redis://, rediss://, redis+sentinel:// and redis+cluster://,
 // a *RedLock for redlock://. It creates the go-redis clients, which the
 // driver's Close closes, and checks that the servers answer (for RedLock,
-// a majority of them). opts apply after the URL's parameters. The password
-// never appears in an error.
+// a majority of them). opts apply after the URL's parameters.
+//
+// Open returns within DefaultOpenTimeout when ctx has no deadline (a
+// deadline of ctx governs instead), and its error names the cause: a
+// connection refused, an unknown host, a TLS handshake with a server that
+// does not speak TLS (or a server that closes a connection without TLS:
+// it may expect rediss://), authentication failed. The password never
+// appears in an error.
 func Open(ctx context.Context, rawURL string, opts ...Option) (backend.Driver, error) {
 	return opener.OpenRaw(ctx, rawURL, opts)
 }
 
 // open makes the driver of a URL's cfg, with options o.
 func open(ctx context.Context, cfg *urlConfig, o options) (backend.Driver, error) {
+	ctx, cancel := driverkit.OpenContext(ctx, DefaultOpenTimeout)
+	defer cancel()
 	dials := newDialLog(o.Dialer)
 	if cfg.scheme == SchemeRedLock {
 		if err := o.refuse("RedLock", "WithWaitReplicas", "WithKeyspaceEvents"); err != nil {
@@ -66,15 +74,15 @@ func open(ctx context.Context, cfg *urlConfig, o options) (backend.Driver, error
 	if err := o.refuse("a Redis Driver", "WithInstanceTimeout"); err != nil {
 		return nil, err
 	}
-	client, err := cfg.client(dials.Dial)
+	client, err := cfg.client(dials)
 	if err != nil {
 		return nil, err
 	}
 	d := newDriver(client, o, true)
 	d.dials = dials
-	if err := pingWithin(ctx, client); err != nil {
+	if err := d.pingFirst(ctx, cfg, o.Dialer); err != nil {
 		_ = client.Close()
-		return nil, fmt.Errorf("PING: %w", d.storeErr(err))
+		return nil, fmt.Errorf("PING: %w", err)
 	}
 	watch, err := keyspaceEventsOn(ctx, client, o.keyspaceEvents)
 	if err != nil {
@@ -154,15 +162,34 @@ func pingWithin(ctx context.Context, client redis.UniversalClient) error {
 	return driverkit.WithinErr(ctx, func() error { return client.Ping(ctx).Err() })
 }
 
+// pingFirst PINGs the Driver's servers, within ctx, beside probes of
+// the URL's hosts that end it at once when none can be reached (connection
+// refused, unknown host, no TLS): go-redis retries those until ctx ends,
+// and a server that does not speak TLS may never answer a handshake. Its
+// error names the cause.
+func (d *Driver) pingFirst(ctx context.Context, cfg *urlConfig, dial driverkit.DialFunc) error {
+	var tc *tls.Config
+	if cfg.scheme == SchemeTLS {
+		var err error
+		if tc, err = cfg.tlsConfig(); err != nil {
+			return err
+		}
+	}
+	_, err := driverkit.Reach(ctx, dial, cfg.addrs, tc, false, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, d.storeErr(pingWithin(ctx, d.client))
+	})
+	return connectError(err, tc != nil)
+}
+
 // ping checks that a majority of the instances answer.
 func (rl *RedLock) ping(ctx context.Context) error {
 	results := rl.each(ctx, 10*time.Second, func(ctx context.Context, _ int, c redis.UniversalClient) (any, error) {
 		return nil, c.Ping(ctx).Err()
 	})
 	var errs []error
-	for _, r := range results {
+	for i, r := range results {
 		if r.err != nil {
-			errs = append(errs, r.err)
+			errs = append(errs, fmt.Errorf("%s: %w", addrOfCmdable(rl.clients[i]), connectError(r.err, false)))
 		}
 	}
 	if len(errs) > len(rl.clients)-rl.quorum {
@@ -174,15 +201,18 @@ func (rl *RedLock) ping(ctx context.Context) error {
 // client creates the go-redis client of a redis, rediss, redis+sentinel or
 // redis+cluster URL. ContextTimeoutEnabled makes ctx deadlines bound
 // network calls.
-func (cfg *urlConfig) client(dial driverkit.DialFunc) (redis.UniversalClient, error) {
-	var tc *tls.Config
-	if cfg.scheme == SchemeTLS {
-		var err error
-		if tc, err = cfg.tlsConfig(); err != nil {
+func (cfg *urlConfig) client(dials *dialLog) (redis.UniversalClient, error) {
+	dial := dials.Dial
+	switch cfg.scheme {
+	case SchemeTLS:
+		tc, err := cfg.tlsConfig()
+		if err != nil {
 			return nil, err
 		}
-	}
-	switch cfg.scheme {
+		// The log records the handshake's errors too.
+		o := cfg.clientOptions(cfg.addrs[0], nil, dials.record(tlsDial(dials.dial, tc)))
+		o.TLSConfig = tc
+		return redis.NewClient(o), nil
 	case SchemeSentinel:
 		u := cfg.universal(cfg.addrs, dial)
 		u.MasterName, u.SentinelUsername, u.SentinelPassword = cfg.master, cfg.sentinelUsername, cfg.sentinelPassword
@@ -190,7 +220,7 @@ func (cfg *urlConfig) client(dial driverkit.DialFunc) (redis.UniversalClient, er
 	case SchemeCluster:
 		return redis.NewClusterClient(cfg.universal(cfg.addrs, dial).Cluster()), nil
 	}
-	return redis.NewClient(cfg.clientOptions(cfg.addrs[0], tc, dial)), nil
+	return redis.NewClient(cfg.clientOptions(cfg.addrs[0], nil, dial)), nil
 }
 
 // universal returns the go-redis options of the URL's settings, for the
@@ -240,17 +270,14 @@ func tlsDial(dial driverkit.DialFunc, tc *tls.Config) driverkit.DialFunc {
 		if err != nil {
 			return nil, err
 		}
-		tconn := tls.Client(c, tc.Clone())
-		if err := tconn.HandshakeContext(ctx); err != nil {
-			c.Close()
-			return nil, err
-		}
-		return tconn, nil
+		return driverkit.Handshake(ctx, c, tc)
 	}
 }
 
 // dialLog remembers the last error of a client's dials: go-redis retries a
-// dial until the call's ctx ends, and then reports only the ctx's error.
+// dial until the call's ctx ends, and then reports only the ctx's error. A
+// TLS handshake that the ctx's end cut short counts: a server that does
+// not speak TLS may never answer it.
 type dialLog struct {
 	mu   sync.Mutex
 	err  error
@@ -267,13 +294,20 @@ func newDialLog(dial driverkit.DialFunc) *dialLog {
 
 // Dial dials through the log's dial function and records the outcome.
 func (l *dialLog) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	c, err := l.dial(ctx, network, addr)
-	if err == nil || ctx.Err() == nil {
-		l.mu.Lock()
-		l.err = err
-		l.mu.Unlock()
+	return l.record(l.dial)(ctx, network, addr)
+}
+
+// record returns dial, its outcomes recorded in the log.
+func (l *dialLog) record(dial driverkit.DialFunc) driverkit.DialFunc {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err == nil || ctx.Err() == nil || driverkit.IsHandshake(err) {
+			l.mu.Lock()
+			l.err = err
+			l.mu.Unlock()
+		}
+		return c, err
 	}
-	return c, err
 }
 
 // last returns the last dial error, or nil after a dial succeeded.
@@ -284,4 +318,27 @@ func (l *dialLog) last() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.err
+}
+
+// connectError names the cause of err, an error of connecting to Redis
+// (driverkit.Cause).
+func connectError(err error, tlsOn bool) error {
+	return driverkit.ConnectError(err, tlsOn, authCause)
+}
+
+// authCause tells Redis's refusals of the credentials: a wrong password or
+// user (WRONGPASS, or "invalid password" before Redis 6), none where one
+// is required (NOAUTH), a password where none is set ("ERR AUTH ...").
+func authCause(err error) string {
+	var re redis.Error
+	if !errors.As(err, &re) {
+		return ""
+	}
+	msg := re.Error()
+	for _, p := range []string{"WRONGPASS", "NOAUTH", "ERR AUTH", "ERR invalid password"} {
+		if strings.HasPrefix(msg, p) {
+			return driverkit.CauseAuth
+		}
+	}
+	return ""
 }

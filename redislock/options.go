@@ -13,6 +13,9 @@ import (
 // alone for longer than this, nor longer than the holder's remaining lease.
 const maxWait = time.Second
 
+// DefaultOpenTimeout bounds Open when its ctx has no deadline.
+const DefaultOpenTimeout = driverkit.OpenTimeout
+
 // cleanupTimeout bounds the release of a grant that may have happened while
 // Acquire failed (its ctx ended after the request was sent).
 const cleanupTimeout = 2 * time.Second
