@@ -28,16 +28,16 @@ func OpenContext(ctx context.Context, d time.Duration) (context.Context, context
 
 // Causes that Cause names, in plain words.
 const (
-	CauseRefused       = "connection refused"
-	CauseUnknownHost   = "unknown host"
-	CauseNotTLS        = "TLS handshake failed: the server does not speak TLS"
-	CauseSilentTLS     = "no answer to the TLS handshake: the server may not speak TLS"
-	CauseCertificate   = "TLS certificate rejected"
-	CauseTLS           = "TLS handshake failed"
-	CauseMayExpectTLS  = "the server closed the connection: it may expect TLS"
-	CauseAuth          = "authentication failed"
-	CauseNoAnswer      = "no answer"
-	causeProbeSpeaksTL = "the server speaks TLS"
+	CauseRefused      = "connection refused"
+	CauseUnknownHost  = "unknown host"
+	CauseNotTLS       = "TLS handshake failed: the server does not speak TLS"
+	CauseSilentTLS    = "no answer to the TLS handshake: the server may not speak TLS"
+	CauseCertificate  = "TLS certificate rejected"
+	CauseTLS          = "TLS handshake failed"
+	CauseMayExpectTLS = "the server closed the connection: it may expect TLS"
+	CauseExpectsTLS   = "the server speaks TLS, the client does not"
+	CauseAuth         = "authentication failed"
+	CauseNoAnswer     = "no answer"
 )
 
 // Classify is a driver's own reading of an error of its store's client:
@@ -75,7 +75,7 @@ func Cause(err error, tlsOn bool, classify Classify) string {
 	case errors.As(err, &unknownCA), errors.As(err, &badHost), errors.As(err, &badCert), errors.As(err, &verify):
 		return CauseCertificate
 	case errors.Is(err, errSpeaksTLS):
-		return CauseMayExpectTLS
+		return CauseExpectsTLS
 	case errors.As(err, &hs):
 		switch {
 		case closed(hs.err):
@@ -147,13 +147,13 @@ func Handshake(ctx context.Context, c net.Conn, tc *tls.Config) (*tls.Conn, erro
 
 // errSpeaksTLS is what Probe finds of a server that a client without TLS
 // dials, when the server answers a TLS handshake.
-var errSpeaksTLS = errors.New(causeProbeSpeaksTL)
+var errSpeaksTLS = errors.New("it answers a TLS handshake")
 
 // Probe connects to addr through dial (nil: a net.Dialer) as a store's
 // client would, within ctx, and closes the connection. With tc, it does
 // the TLS handshake of tc; without, when sniffTLS is set, it tries a TLS
 // handshake (certificates unchecked) and reports a server that answers it
-// (Cause: CauseMayExpectTLS). Its error is the dial's or the handshake's,
+// (Cause: CauseExpectsTLS). Its error is the dial's or the handshake's,
 // which Cause reads.
 func Probe(ctx context.Context, dial DialFunc, addr string, tc *tls.Config, sniffTLS bool) error {
 	if dial == nil {
@@ -166,6 +166,11 @@ func Probe(ctx context.Context, dial DialFunc, addr string, tc *tls.Config, snif
 	}
 	switch {
 	case tc != nil:
+		if tc.ServerName == "" {
+			// As the clients do: the name of the host dialled.
+			tc = tc.Clone()
+			tc.ServerName, _, _ = net.SplitHostPort(addr)
+		}
 		tconn, err := Handshake(ctx, c, tc)
 		if err != nil {
 			return err

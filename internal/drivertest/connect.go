@@ -35,6 +35,9 @@ type ConnectCase struct {
 	// Deadline, if set, is the deadline of Open's ctx; else Open gets
 	// context.Background() and must return within the bound.
 	Deadline time.Duration
+	// Password, if set, is a password of the URL that the error must not
+	// show, beside ConnectErrors's.
+	Password string
 }
 
 // connectSlack is how much later than its bound Open may return: the
@@ -69,8 +72,10 @@ func ConnectErrors[D backend.Driver, O any](t *testing.T, bound time.Duration, p
 			if took > limit+connectSlack {
 				t.Errorf("Open took %v, want at most %v (+ %v slack)", took, limit, connectSlack)
 			}
-			if pw != "" && strings.Contains(err.Error(), pw) {
-				t.Errorf("the error shows the password: %v", err)
+			for _, p := range []string{pw, c.Password} {
+				if p != "" && strings.Contains(err.Error(), p) {
+					t.Errorf("the error shows the password: %v", err)
+				}
 			}
 			said := false
 			for _, w := range c.Want {
