@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -50,6 +51,9 @@ func open(ctx context.Context, cfg *urlConfig, o options) (*Driver, error) {
 			return nil, fmt.Errorf("etcdlock: %w", err)
 		}
 	}
+	// The dial timeout bounds Open, or ctx when it ends sooner.
+	ctx, cancel := context.WithTimeout(ctx, o.dialTimeout)
+	defer cancel()
 	eps := strings.Join(cfg.endpoints, ",")
 	dialTimeout := o.dialTimeout
 	if dl, ok := ctx.Deadline(); ok {
@@ -70,22 +74,37 @@ func open(ctx context.Context, cfg *urlConfig, o options) (*Driver, error) {
 	}
 	log := new(atomic.Pointer[slog.Logger])
 	ccfg.Logger = zap.New(&slogCore{log: log})
-	cli, err := newClient(ctx, ccfg)
+	// grpc retries its connections silently until ctx ends: probes of
+	// the endpoints tell why none can be reached, at once when waiting
+	// cannot help.
+	d, err := driverkit.Reach(ctx, o.Dialer, cfg.endpoints, tc, tc == nil, func(ctx context.Context) (*Driver, error) {
+		cli, err := newClient(ctx, ccfg)
+		if err != nil {
+			return nil, fmt.Errorf("etcdlock: %s: %w", eps, err)
+		}
+		// The client connects lazily: granting the session proves that
+		// the cluster answers and the credentials work before the Driver
+		// is handed out, and starts its keepalive now rather than under a
+		// first Acquire.
+		d := newDriver(cli, true, o, log)
+		if _, err := d.session(ctx); err != nil {
+			_ = d.Close()
+			return nil, err
+		}
+		return d, nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("etcdlock: %s: %w", eps, err)
-	}
-	// The client connects lazily: granting the session proves that the
-	// cluster answers and the credentials work before the Driver is
-	// handed out, and starts its keepalive now rather than under a first
-	// Acquire.
-	d := newDriver(cli, true, o, log)
-	gctx, cancel := context.WithTimeout(ctx, dialTimeout)
-	defer cancel()
-	if _, err := d.session(gctx); err != nil {
-		_ = d.Close()
-		return nil, err
+		return nil, driverkit.ConnectError(err, tc != nil, authCause)
 	}
 	return d, nil
+}
+
+// authCause tells etcd's refusal of the credentials.
+func authCause(err error) string {
+	if errors.Is(err, rpctypes.ErrAuthFailed) || errors.Is(err, rpctypes.ErrGRPCAuthFailed) || errors.Is(err, rpctypes.ErrGRPCInvalidAuthToken) {
+		return driverkit.CauseAuth
+	}
+	return ""
 }
 
 // newClient creates the etcd client of cfg, returning when ctx ends even
