@@ -3,6 +3,7 @@ package mysqllock
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"github.com/glebarez/sqlite"
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 	gormmysql "gorm.io/driver/mysql"
 	"gorm.io/driver/postgres"
@@ -51,11 +53,17 @@ const (
 	defaultBusyTimeout = 5 * time.Second
 )
 
+// DefaultOpenTimeout bounds Open of a mysql:// or postgres:// URL when its
+// ctx has no deadline.
+const DefaultOpenTimeout = driverkit.OpenTimeout
+
 // Open opens the database that rawURL names (see the package doc for the
 // forms) with its own connection pool, checks that it answers, and returns
 // a Driver whose Close closes the pool. opts apply after the URL's
-// parameters. It returns when ctx ends. Errors name the address tried and
-// never show the password.
+// parameters. It returns when ctx ends, and within DefaultOpenTimeout when
+// ctx has no deadline. Errors name the address tried and the cause
+// (connection refused, unknown host, TLS that the server does not speak,
+// authentication failed), and never show the password.
 func Open(ctx context.Context, rawURL string, opts ...Option) (*Driver, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
@@ -94,6 +102,8 @@ func openTarget(ctx context.Context, u *url.URL, extra []Option) (*Driver, error
 		return nil, err
 	}
 	if t.sqlitePath == "" {
+		ctx, cancel := driverkit.OpenContext(ctx, DefaultOpenTimeout)
+		defer cancel()
 		return withCtx(ctx, t, func() (*Driver, error) { return openOnce(ctx, t, o, opts) })
 	}
 	if o.dialer != nil {
@@ -128,9 +138,33 @@ func openTarget(ctx context.Context, u *url.URL, extra []Option) (*Driver, error
 func withCtx(ctx context.Context, t *target, open func() (*Driver, error)) (*Driver, error) {
 	d, err := driverkit.Within(ctx, open, func(d *Driver) { _ = d.Close() })
 	if err != nil && err == ctx.Err() { // ctx ended first
-		return nil, fmt.Errorf("mysqllock: connect to %s at %s: %w", t.dialect, t.addr, err)
+		return nil, fmt.Errorf("mysqllock: connect to %s at %s: %w", t.dialect, t.addr, connectError(err, t))
 	}
 	return d, err
+}
+
+// connectError names the cause of err, an error of connecting to the
+// database of t (driverkit.Cause).
+func connectError(err error, t *target) error {
+	tlsOn := t.mysql != nil && t.mysql.TLSConfig != "" && t.mysql.TLSConfig != "false" ||
+		strings.Contains(t.postgresDSN, "sslmode=require") || strings.Contains(t.postgresDSN, "sslmode=verify")
+	return driverkit.ConnectError(err, tlsOn, sqlConnectCause)
+}
+
+// sqlConnectCause tells the refusals of the credentials, and a server
+// without TLS, as each database's client reports them.
+func sqlConnectCause(err error) string {
+	var me *mysql.MySQLError
+	var pe *pgconn.PgError
+	switch {
+	case errors.As(err, &me) && (me.Number == 1045 || me.Number == 1698): // ER_ACCESS_DENIED_ERROR, ER_ACCESS_DENIED_NO_PASSWORD_ERROR
+		return driverkit.CauseAuth
+	case errors.As(err, &pe) && (pe.Code == "28P01" || pe.Code == "28000"): // invalid_password, invalid_authorization_specification
+		return driverkit.CauseAuth
+	case errors.Is(err, mysql.ErrNoTLS), strings.Contains(err.Error(), "server refused TLS connection"):
+		return driverkit.CauseNotTLS
+	}
+	return ""
 }
 
 // openOnce opens the database of t and a Driver on it.
@@ -181,7 +215,7 @@ func openOnce(ctx context.Context, t *target, o options, opts []Option) (*Driver
 	sqlDB.SetMaxIdleConns(size)
 	if err := sqlDB.PingContext(ctx); err != nil {
 		_ = sqlDB.Close()
-		return nil, fmt.Errorf("mysqllock: connect to %s at %s: %w", t.dialect, t.addr, err)
+		return nil, fmt.Errorf("mysqllock: connect to %s at %s: %w", t.dialect, t.addr, connectError(err, t))
 	}
 	d, err := newDriver(gdb, true, log, append(opts, poolConns(t.maxConns)))
 	if err != nil {
