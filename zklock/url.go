@@ -55,25 +55,41 @@ func open(ctx context.Context, cfg *urlConfig, o options) (*Driver, error) {
 			return o.Dialer(ctx, network, addr)
 		}
 	}
-	conn, _, err := zk.Connect(cfg.servers, o.sessionTimeout, zk.WithLogger(log), zk.WithDialer(dial))
-	if err != nil {
-		return nil, fmt.Errorf("zklock: %s: %w", servers, err)
-	}
-	d := newDriver(conn, true, o, log, servers)
 	cctx, cancel := context.WithTimeout(ctx, o.connectTimeout)
 	defer cancel()
-	if cfg.username != "" {
-		auth := []byte(cfg.username + ":" + cfg.password)
-		if err := d.call(cctx, func() error { return conn.AddAuth("digest", auth) }); err != nil {
-			_ = d.Close()
-			return nil, d.storeErr(cctx, fmt.Errorf("authenticate: %w", err))
+	// go-zookeeper retries its connections silently until cctx ends:
+	// probes of the servers tell why none can be reached, at once when
+	// waiting cannot help.
+	d, err := driverkit.Reach(cctx, o.Dialer, cfg.servers, nil, true, func(cctx context.Context) (*Driver, error) {
+		conn, _, err := zk.Connect(cfg.servers, o.sessionTimeout, zk.WithLogger(log), zk.WithDialer(dial))
+		if err != nil {
+			return nil, fmt.Errorf("zklock: %s: %w", servers, err)
 		}
-	}
-	// One answered request proves the ensemble answers, and confirms the
-	// session before the Driver is handed out.
-	if _, err := d.generation(cctx); err != nil {
-		_ = d.Close()
-		return nil, d.storeErr(cctx, err)
+		d := newDriver(conn, true, o, log, servers)
+		if cfg.username != "" {
+			auth := []byte(cfg.username + ":" + cfg.password)
+			if err := d.call(cctx, func() error { return conn.AddAuth("digest", auth) }); err != nil {
+				_ = d.Close()
+				return nil, d.storeErr(cctx, fmt.Errorf("authenticate: %w", err))
+			}
+		}
+		// One answered request proves the ensemble answers, and confirms
+		// the session before the Driver is handed out.
+		if _, err := d.generation(cctx); err != nil {
+			if cctx.Err() != nil {
+				// go-zookeeper's Close waits up to a second for the
+				// answer to its close request, which a server that did
+				// not answer before will not send: Open does not wait.
+				go func() { _ = d.Close() }()
+			} else {
+				_ = d.Close()
+			}
+			return nil, d.storeErr(cctx, err)
+		}
+		return d, nil
+	})
+	if err != nil {
+		return nil, driverkit.ConnectError(err, false, nil)
 	}
 	if err := checkGranted(o, log.negotiated.Load()); err != nil {
 		_ = d.Close()
