@@ -28,8 +28,10 @@
 // and goes to the Go driver; an unknown one is an error, and so is w=0
 // (unacknowledged writes cannot tell whether a lock was taken). Open connects
 // through the dial function of WithDialer when one is given, returns when
-// its ctx ends, and its errors name the hosts tried but never the
-// password. The Go driver's log messages go to the Client's logger
+// its ctx ends (within DefaultOpenTimeout, 5s, when ctx has no deadline),
+// and its errors name the hosts tried and the cause (connection refused,
+// unknown host, a server that does not speak TLS or that expects it,
+// authentication failed) but never the password. The Go driver's log messages go to the Client's logger
 // (backend.LogSetter), never to stderr.
 //
 // # How a lock works

@@ -2,6 +2,7 @@ package mongolock
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/url"
@@ -32,11 +33,16 @@ func init() {
 	}
 }
 
+// DefaultOpenTimeout bounds Open when its ctx has no deadline.
+const DefaultOpenTimeout = driverkit.OpenTimeout
+
 // Open connects a new client to the deployment that rawURL names (see the
 // package doc), checks that a primary answers, and returns a Driver whose
 // Close disconnects the client. opts apply after the URL's parameters. It
-// returns when ctx ends. Errors name the hosts tried and never show the
-// password.
+// returns when ctx ends, and within DefaultOpenTimeout when ctx has no
+// deadline. Errors name the hosts tried and the cause (connection refused,
+// unknown host, TLS that the server does not speak or a TLS server met
+// without it, authentication failed), and never show the password.
 func Open(ctx context.Context, rawURL string, opts ...Option) (*Driver, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
@@ -67,9 +73,36 @@ func connect(ctx context.Context, u *url.URL, extra []Option) (*Driver, error) {
 	if o.dialer != nil {
 		copts.SetDialer(dialFunc(o.dialer))
 	}
+	ctx, cancel := driverkit.OpenContext(ctx, DefaultOpenTimeout)
+	defer cancel()
+	var tc *tls.Config
+	if tlsOn(uri) {
+		// The probe learns whether the server speaks TLS at all; the
+		// client checks its certificate.
+		tc = &tls.Config{InsecureSkipVerify: true}
+	}
+	var addrs []string
+	if strings.EqualFold(u.Scheme, Scheme) {
+		addrs, _ = driverkit.Hosts(u.Host, "27017")
+	}
+	// The Go driver retries its connections until server selection gives
+	// up: probes of the hosts tell why none can be reached, at once when
+	// waiting cannot help.
+	d, err := driverkit.Reach(ctx, o.dialer, addrs, tc, tc == nil, func(ctx context.Context) (*Driver, error) {
+		return connectClient(ctx, copts, log, opts)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("mongolock: connect to %s: %w", u.Host, driverkit.ConnectError(err, tc != nil, authCause))
+	}
+	return d, nil
+}
+
+// connectClient connects a client of copts and checks that a primary
+// answers within ctx.
+func connectClient(ctx context.Context, copts *options.ClientOptions, log *logSink, opts []Option) (*Driver, error) {
 	client, err := mongo.Connect(copts)
 	if err != nil {
-		return nil, fmt.Errorf("mongolock: connect to %s: %w", u.Host, err)
+		return nil, err
 	}
 	disconnect := func() {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), disconnectTimeout)
@@ -83,11 +116,11 @@ func connect(ctx context.Context, u *url.URL, extra []Option) (*Driver, error) {
 	case err = <-pinged:
 	case <-ctx.Done():
 		go func() { <-pinged; disconnect() }()
-		return nil, fmt.Errorf("mongolock: connect to %s: %w", u.Host, ctx.Err())
+		return nil, ctx.Err()
 	}
 	if err != nil {
 		disconnect()
-		return nil, fmt.Errorf("mongolock: connect to %s: %w", u.Host, err)
+		return nil, err
 	}
 	d, err := newDriver(client, true, log, opts)
 	if err != nil {
@@ -95,6 +128,24 @@ func connect(ctx context.Context, u *url.URL, extra []Option) (*Driver, error) {
 		return nil, err
 	}
 	return d, nil
+}
+
+// tlsOn reports whether the connection string asks for TLS (mongodb+srv
+// does by default).
+func tlsOn(uri string) bool {
+	cs, err := connstring.Parse(strings.Replace(uri, SchemeSRV+"://", Scheme+"://", 1))
+	if err != nil {
+		return false
+	}
+	return cs.SSL || strings.HasPrefix(uri, SchemeSRV+"://") && !cs.SSLSet
+}
+
+// authCause tells the Go driver's refusal of the credentials.
+func authCause(err error) string {
+	if strings.Contains(err.Error(), "auth error") || strings.Contains(err.Error(), "AuthenticationFailed") {
+		return driverkit.CauseAuth
+	}
+	return ""
 }
 
 // dialFunc is a dial function as the Go driver takes one.
