@@ -29,8 +29,13 @@
 //
 // Any tls_ parameter turns TLS on. WithTLSConfig gives Open a *tls.Config
 // instead, and WithDialer a dial function (a proxy, a test's
-// conformance.FaultNet). Open returns when its ctx ends. Errors name the
-// endpoints and wrap the client's; the password never appears in one. The
+// conformance.FaultNet). Open returns when its ctx ends, and within the
+// dial timeout (DefaultDialTimeout, 5s) in any case. It probes the
+// endpoints beside the client, whose connections retry silently, so that
+// its error names the cause: connection refused, unknown host, a server
+// that does not speak TLS or that expects it, authentication failed.
+// Errors name the endpoints and wrap the client's; the password never
+// appears in one. The
 // client's zap logger sends its entries to the logger package locker gives
 // the Driver (SetLogger; it discards by default), never to stderr.
 //

@@ -19,7 +19,7 @@ const (
 	// DefaultSessionTTL is the TTL of a Driver's session lease unless
 	// WithSessionTTL says otherwise.
 	DefaultSessionTTL = 10 * time.Second
-	// DefaultDialTimeout bounds Open's first contact with the cluster.
+	// DefaultDialTimeout bounds Open: its connection, login and first request.
 	DefaultDialTimeout = 5 * time.Second
 )
 

@@ -36,8 +36,11 @@ func init() { locker.Register(Scheme, opener.ForLocker) }
 
 // Open returns the Driver of an etcd:// URL, as locker.Open would use it.
 // It creates the etcd client, which Close closes, and checks that the
-// cluster answers. opts apply after the URL's parameters. The password never
-// appears in an error.
+// cluster answers. opts apply after the URL's parameters. It returns within
+// the dial timeout, or when ctx ends if sooner, and its error names the
+// cause (connection refused, unknown host, TLS that the server does not
+// speak or expects, authentication failed). The password never appears in
+// an error.
 func Open(ctx context.Context, rawURL string, opts ...Option) (*Driver, error) {
 	return opener.OpenRaw(ctx, rawURL, opts)
 }

@@ -44,7 +44,10 @@
 // sslrootcert, sslcert, sslkey, sslpassword, sslsni, connect_timeout,
 // application_name, target_session_attrs. Open connects through the
 // dial function of WithDialer when one is given, returns when its ctx
-// ends, and its errors name the address tried but never the password.
+// ends (within DefaultOpenTimeout, 5s, when ctx has no deadline), and its
+// errors name the address tried and the cause (connection refused, unknown
+// host, TLS the server does not speak, authentication failed) but never
+// the password.
 // Unix sockets and other settings: open the *gorm.DB yourself and use New.
 //
 // # Schema

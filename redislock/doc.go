@@ -41,8 +41,11 @@
 //	instance_timeout=          redlock (WithInstanceTimeout)
 //
 // Clients opened from a URL have ContextTimeoutEnabled, so a ctx deadline
-// bounds every call, and are closed by the driver's Close. A password never
-// appears in an error.
+// bounds every call, and are closed by the driver's Close. Open returns
+// within DefaultOpenTimeout (5s) when its ctx has no deadline, and its
+// error names the cause: connection refused, unknown host, a server that
+// does not speak TLS (rediss://) or may expect it (redis://),
+// authentication failed. A password never appears in an error.
 //
 // # Keys
 //

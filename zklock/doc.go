@@ -35,9 +35,13 @@
 // refuses a session_timeout below 200ms, or one the server raised (it is
 // below the server's minimum, and a crashed owner's holds would outlive
 // it). Open
-// returns when its ctx ends, and WithDialer routes its connections (a
-// proxy, a test's conformance.FaultNet). Errors name the servers and wrap
-// go-zookeeper's; the password never appears in one. go-zookeeper's log
+// returns when its ctx ends, and within the connect timeout
+// (DefaultConnectTimeout, 5s) in any case; WithDialer routes its
+// connections (a proxy, a test's conformance.FaultNet). It probes the
+// servers beside the connection, which retries silently, so that its error
+// names the cause: connection refused, unknown host, a server that speaks
+// TLS, no answer. Errors name the servers and wrap go-zookeeper's; the
+// password never appears in one. go-zookeeper's log
 // lines go to the logger package locker gives the Driver (SetLogger; it
 // discards by default), never to stderr.
 //

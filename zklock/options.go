@@ -20,7 +20,7 @@ const (
 	// DefaultSessionTimeout is the session timeout Open asks for unless
 	// WithSessionTimeout says otherwise.
 	DefaultSessionTimeout = 10 * time.Second
-	// DefaultConnectTimeout bounds Open's first exchange with the ensemble.
+	// DefaultConnectTimeout bounds Open: its connection and first exchange.
 	DefaultConnectTimeout = 5 * time.Second
 )
 

@@ -32,7 +32,10 @@ func init() { locker.Register(Scheme, opener.ForLocker) }
 // connects to the ensemble (the connection is the Driver's: Close closes
 // it, which ends the session), authenticates with the URL's digest
 // credentials if any, and checks that the ensemble answers. opts apply
-// after the URL's parameters. The password never appears in an error.
+// after the URL's parameters. It returns within the connect timeout, or
+// when ctx ends if sooner, and its error names the cause (connection
+// refused, unknown host, a TLS server, no answer). The password never
+// appears in an error.
 func Open(ctx context.Context, rawURL string, opts ...Option) (*Driver, error) {
 	return opener.OpenRaw(ctx, rawURL, opts)
 }

@@ -3,7 +3,10 @@
 // options, Open's parsing and wrapping of a URL and an Opener that applies
 // a URL's options, option application and the options every dialing
 // driver has (Common, WithDialer, Checked), grace contexts for clean-up
-// after a cancelled call, calls bounded by a ctx they ignore (Within), TLS
+// after a cancelled call, calls bounded by a ctx they ignore (Within), the
+// bound of Open and the causes of failed connections, named once for every
+// driver, with probes beside clients that retry silently (OpenTimeout,
+// Cause, ConnectError, Reach), TLS
 // settings from URL parameters, URL hosts and queries (ParseHostsURL), the
 // escaping of lock names into store keys and paths, a session driver's
 // capabilities, errors and retries of an acquisition (Attempts), the
