@@ -152,8 +152,8 @@ var errSpeaksTLS = errors.New("it answers a TLS handshake")
 // Probe connects to addr through dial (nil: a net.Dialer) as a store's
 // client would, within ctx, and closes the connection. With tc, it does
 // the TLS handshake of tc; without, when sniffTLS is set, it tries a TLS
-// handshake (certificates unchecked) and reports a server that answers it
-// (Cause: CauseExpectsTLS). Its error is the dial's or the handshake's,
+// handshake (certificates unchecked) on a second connection a second
+// later, and reports a server that answers it (Cause: CauseExpectsTLS). Its error is the dial's or the handshake's,
 // which Cause reads.
 func Probe(ctx context.Context, dial DialFunc, addr string, tc *tls.Config, sniffTLS bool) error {
 	if dial == nil {
@@ -177,18 +177,41 @@ func Probe(ctx context.Context, dial DialFunc, addr string, tc *tls.Config, snif
 		}
 		return tconn.Close()
 	case sniffTLS:
-		// A plaintext server answers a ClientHello with an error, closes
-		// the connection, or waits for more: only a TLS one says hello.
-		sctx, cancel := context.WithTimeout(ctx, time.Second)
-		defer cancel()
-		tconn, err := Handshake(sctx, c, &tls.Config{InsecureSkipVerify: true})
-		if err != nil {
-			return nil
-		}
-		_ = tconn.Close()
-		return errSpeaksTLS
+		_ = c.Close()
+		return sniff(ctx, dial, addr)
 	}
 	return c.Close()
+}
+
+// sniffAfter is how long a client may take to connect before a probe
+// asks its server whether it speaks TLS: a server that the client reaches
+// in time sees no ClientHello (which it may log as an error).
+const sniffAfter = time.Second
+
+// sniff reports errSpeaksTLS when the server at addr answers a TLS
+// handshake, asked sniffAfter from now unless ctx ends before.
+func sniff(ctx context.Context, dial DialFunc, addr string) error {
+	t := time.NewTimer(sniffAfter)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-t.C:
+	}
+	c, err := dial(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	// A plaintext server answers a ClientHello with an error, closes the
+	// connection, or waits for more: only a TLS one says hello.
+	sctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	tconn, err := Handshake(sctx, c, &tls.Config{InsecureSkipVerify: true})
+	if err != nil {
+		return nil
+	}
+	_ = tconn.Close()
+	return errSpeaksTLS
 }
 
 // definite reports whether a Probe error shows that the server cannot be
