@@ -109,23 +109,7 @@ func TestSentinelFailover(t *testing.T) {
 	p, stop := probe(ctx, b.NewMutex(name), ma)
 	defer stop()
 
-	old, err := s.Master(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := old.Do(ctx, "CLIENT", "PAUSE", "60000", "WRITE"); err != nil {
-		t.Fatal(err)
-	}
-	waitReplicaCaughtUp(t, ctx, old, s.Servers)
-	if err := old.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	killed := time.Now()
-	newMaster, err := s.WaitFailover(ctx, old)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("failover to %s took %v", newMaster.Addr, time.Since(killed).Round(time.Millisecond))
+	failOver(t, ctx, s)
 
 	// Keep probing for a lease after the failover.
 	end := time.Now().Add(ttl)
@@ -172,6 +156,24 @@ func TestSentinelALossAfterAFailoverIsPushed(t *testing.T) {
 	}
 	name := "failover/" + t.Name()
 	m := locked(t, ctx, c, name)
+	newMaster := failOver(t, ctx, s)
+	select {
+	case <-m.Lost():
+		t.Fatal("the hold was reported lost in the failover (the replica had caught up)")
+	default:
+	}
+	start := time.Now()
+	if err := del(ctx, newMaster, c.Driver().(*redislock.Driver).Key(name)); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("Lost closed %v after the key was deleted on the new master", lostWithin(t, m, start, "after the failover").Round(time.Millisecond))
+}
+
+// failOver stops writes on s's master, waits until its replicas have its
+// whole stream, kills it and waits for the sentinels to promote a replica,
+// which it returns: nothing acknowledged before the kill is lost.
+func failOver(t *testing.T, ctx context.Context, s *redisserver.RedisSentinelServer) *redisserver.RedisServer {
+	t.Helper()
 	old, err := s.Master(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -189,16 +191,7 @@ func TestSentinelALossAfterAFailoverIsPushed(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("failover to %s took %v", newMaster.Addr, time.Since(killed).Round(time.Millisecond))
-	select {
-	case <-m.Lost():
-		t.Fatal("the hold was reported lost in the failover (the replica had caught up)")
-	default:
-	}
-	start := time.Now()
-	if err := del(ctx, newMaster, c.Driver().(*redislock.Driver).Key(name)); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("Lost closed %v after the key was deleted on the new master", lostWithin(t, m, start, "after the failover").Round(time.Millisecond))
+	return newMaster
 }
 
 // waitReplicaCaughtUp waits until every replica of master has its whole
