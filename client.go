@@ -107,7 +107,7 @@ func (c *Client) NewMutex(name string, opts ...Option) *Mutex {
 	// Without options the handle shares the Client's settings: a handle
 	// costs a few words, whatever the number held at once.
 	m := &Mutex{c: c, name: name, cfg: &c.cfg}
-	if err := validName(name); err != nil {
+	if err := backend.CheckName(name); err != nil {
 		m.err = err
 		return m
 	}

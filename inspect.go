@@ -35,7 +35,7 @@ func (c *Client) ForceRelease(ctx context.Context, name string) error {
 	if ctx == nil {
 		return opErr("forcerelease", name, ErrNilContext)
 	}
-	if err := validName(name); err != nil {
+	if err := backend.CheckName(name); err != nil {
 		return opErr("forcerelease", name, err)
 	}
 	return opErr("forcerelease", name, in.ForceRelease(ctx, name))

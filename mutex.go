@@ -3,9 +3,7 @@ package locker
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
-	"unicode/utf8"
 
 	"github.com/golocker/locker/backend"
 )
@@ -452,21 +450,4 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 	h.ending = true
 	c.mu.Unlock()
 	return opErr(op, m.name, c.end(ctx, h))
-}
-
-func validName(name string) error {
-	switch {
-	case name == "":
-		return fmt.Errorf("%w: empty", ErrInvalidName)
-	case len(name) > backend.MaxNameLen:
-		return fmt.Errorf("%w: %d bytes, more than %d", ErrInvalidName, len(name), backend.MaxNameLen)
-	case !utf8.ValidString(name):
-		return fmt.Errorf("%w: not valid UTF-8", ErrInvalidName)
-	}
-	for i := 0; i < len(name); i++ {
-		if name[i] == 0 {
-			return fmt.Errorf("%w: contains a NUL byte", ErrInvalidName)
-		}
-	}
-	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"text/template"
 	"text/template/parse"
 
+	"github.com/golocker/locker/backend"
 	"github.com/golocker/locker/internal/driverkit"
 )
 
@@ -119,7 +120,7 @@ func (n *NameTemplate) Name(v any) (string, error) {
 		return "", fmt.Errorf("%w: template %q: %v", ErrInvalidName, n.t.Root.String(), err)
 	}
 	name := b.String()
-	if err := validName(name); err != nil {
+	if err := backend.CheckName(name); err != nil {
 		return "", fmt.Errorf("template %q gave %s: %w", n.t.Root.String(), driverkit.QuoteName(name), err)
 	}
 	return name, nil

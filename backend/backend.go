@@ -37,10 +37,12 @@ package backend
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Driver is one connection to a lock store. It must be safe for concurrent use.
@@ -78,8 +80,8 @@ type Driver interface {
 
 // Request describes one acquisition.
 type Request struct {
-	// Name is the lock's name, validated by package locker: not empty, valid
-	// UTF-8, no NUL byte, at most MaxNameLen bytes. A driver that cannot
+	// Name is the lock's name, validated by package locker with CheckName:
+	// not empty, valid UTF-8, no NUL byte, at most MaxNameLen bytes. A driver that cannot
 	// store a particular name returns an error wrapping ErrInvalidName.
 	Name string
 
@@ -316,4 +318,23 @@ type Hold struct {
 type QueueInspector interface {
 	// Waiters returns how many owners are waiting for name in the store.
 	Waiters(ctx context.Context, name string) (int, error)
+}
+
+// CheckName checks name against the rules of every lock name: not empty, at
+// most MaxNameLen bytes, valid UTF-8, no NUL byte. Package locker checks
+// every name with it; a driver calls it where its own methods take a name
+// from elsewhere (a Driver used without package locker), and narrows the
+// rules with an error of its own that wraps ErrInvalidName.
+func CheckName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: empty", ErrInvalidName)
+	case len(name) > MaxNameLen:
+		return fmt.Errorf("%w: %d bytes, more than %d", ErrInvalidName, len(name), MaxNameLen)
+	case !utf8.ValidString(name):
+		return fmt.Errorf("%w: not valid UTF-8", ErrInvalidName)
+	case strings.IndexByte(name, 0) >= 0:
+		return fmt.Errorf("%w: contains a NUL byte", ErrInvalidName)
+	}
+	return nil
 }

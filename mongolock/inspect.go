@@ -22,7 +22,7 @@ func (d *Driver) Holds(ctx context.Context, prefix string) ([]backend.Hold, erro
 // ForceRelease implements backend.Inspector: it frees name whoever holds
 // it (the fence survives), and returns ErrNotHeld if nobody does.
 func (d *Driver) ForceRelease(ctx context.Context, name string) error {
-	if err := checkName(name); err != nil {
+	if err := backend.CheckName(name); err != nil {
 		return err
 	}
 	octx, cancel := opCtx(ctx)

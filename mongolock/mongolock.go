@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -200,15 +198,8 @@ func (d *Driver) newLease(r backend.Request, fence int64, start time.Time) *leas
 	return &lease{Grant: driverkit.GrantOf(r, fence, start), d: d}
 }
 
-func checkName(name string) error {
-	if name == "" || len(name) > MaxNameLen || !utf8.ValidString(name) || strings.IndexByte(name, 0) >= 0 {
-		return fmt.Errorf("%w: %d bytes (at most %d of UTF-8, no NUL)", backend.ErrInvalidName, len(name), MaxNameLen)
-	}
-	return nil
-}
-
 func checkRequest(r backend.Request) error {
-	if err := checkName(r.Name); err != nil {
+	if err := backend.CheckName(r.Name); err != nil {
 		return err
 	}
 	if r.Owner == "" || len(r.Owner) > maxOwnerLen {

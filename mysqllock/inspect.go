@@ -53,7 +53,7 @@ func (d *Driver) Holds(ctx context.Context, prefix string) ([]backend.Hold, erro
 // shared lease is counted in the lease, whose Driver then checks its
 // holds.
 func (d *Driver) ForceRelease(ctx context.Context, name string) error {
-	if err := checkName(name); err != nil {
+	if err := backend.CheckName(name); err != nil {
 		return err
 	}
 	if err := d.ready(ctx); err != nil {

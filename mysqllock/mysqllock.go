@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
@@ -257,22 +256,8 @@ func (d *Driver) quotedTable() string {
 	return q
 }
 
-// checkName validates what the database would otherwise refuse with an
-// error of its own.
-func checkName(name string) error {
-	if name == "" || len(name) > MaxNameLen || !utf8.ValidString(name) {
-		return fmt.Errorf("%w: %d bytes (the table holds at most %d bytes of UTF-8)", backend.ErrInvalidName, len(name), MaxNameLen)
-	}
-	for i := 0; i < len(name); i++ {
-		if name[i] == 0 {
-			return fmt.Errorf("%w: contains a NUL byte", backend.ErrInvalidName)
-		}
-	}
-	return nil
-}
-
 func checkRequest(r backend.Request) error {
-	if err := checkName(r.Name); err != nil {
+	if err := backend.CheckName(r.Name); err != nil {
 		return err
 	}
 	if r.Owner == "" || len(r.Owner) > maxOwnerLen {

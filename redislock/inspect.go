@@ -127,7 +127,7 @@ func readHolds(ctx context.Context, c redis.Cmdable, k keys, lockKeys []string) 
 // WithKeyspaceEvents) learns of it at once; otherwise at its next renewal
 // (Lost closes, Unlock returns ErrLost).
 func (d *Driver) ForceRelease(ctx context.Context, name string) error {
-	if err := validName(name); err != nil {
+	if err := backend.CheckName(name); err != nil {
 		return err
 	}
 	key := d.keys.lock(name)
@@ -148,7 +148,7 @@ func (d *Driver) ForceRelease(ctx context.Context, name string) error {
 // Package locker sends one waiter of a Client per name to the store; the
 // Client's other waiters are not counted here.
 func (d *Driver) Waiters(ctx context.Context, name string) (int, error) {
-	if err := validName(name); err != nil {
+	if err := backend.CheckName(name); err != nil {
 		return 0, err
 	}
 	n, err := waitersScript.Run(ctx, d.client, scriptKeys(d.keys.lock(name))).Int()

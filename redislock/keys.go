@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/golocker/locker/backend"
 	"github.com/golocker/locker/internal/driverkit"
 )
 
@@ -86,15 +85,6 @@ func validKeyPrefix(p string) error {
 		return fmt.Errorf("key prefix of %d bytes, more than %d", len(p), maxKeyPrefixLen)
 	case strings.ContainsAny(p, "{}"):
 		return fmt.Errorf("key prefix %q contains '{' or '}', which would break the keys' hash tag", p)
-	}
-	return nil
-}
-
-// validName checks what package locker checks too, so that a Driver used
-// without locker still refuses names it cannot key.
-func validName(name string) error {
-	if name == "" || len(name) > backend.MaxNameLen {
-		return fmt.Errorf("%w: empty or longer than %d bytes", backend.ErrInvalidName, backend.MaxNameLen)
 	}
 	return nil
 }

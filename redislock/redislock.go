@@ -195,7 +195,7 @@ func (d *Driver) check(ctx context.Context, r backend.Request) error {
 	if d.isClosed() {
 		return backend.ErrClosed
 	}
-	if err := validName(r.Name); err != nil {
+	if err := backend.CheckName(r.Name); err != nil {
 		return err
 	}
 	if r.TTL <= 0 {

@@ -127,7 +127,7 @@ func (rl *RedLock) Acquire(ctx context.Context, r backend.Request) (backend.Leas
 	if rl.isClosed() {
 		return nil, backend.ErrClosed
 	}
-	if err := validName(r.Name); err != nil {
+	if err := backend.CheckName(r.Name); err != nil {
 		return nil, err
 	}
 	if r.TTL <= 0 {

@@ -68,7 +68,7 @@ const inspectTimeout = 30 * time.Second
 // instance, whoever holds it. It returns ErrNotHeld when no instance had
 // it.
 func (rl *RedLock) ForceRelease(ctx context.Context, name string) error {
-	if err := validName(name); err != nil {
+	if err := backend.CheckName(name); err != nil {
 		return err
 	}
 	key := rl.keys.lock(name)
