@@ -391,11 +391,10 @@ func RunBackend(ctx context.Context, cfg Config, target, name string, n int, p P
 	if err := set.waitAbandoned(); err != nil {
 		return Measurement{}, err
 	}
-	// The warm-up's end abandons the waits in flight; a fair queue
-	// (mongolock's and mysqllock's tickets) lets a later waiter past an
-	// abandoned ticket only after its claim window (up to 500 ms), which
-	// would stall the start of the measured run. Each handle takes the
-	// lock once more, so the run starts from a settled queue. They do so
+	// The warm-up's end abandons the waits in flight, some of which a
+	// store may still count (a queued node, a gate's wait being
+	// cancelled). Each handle takes the lock once more, so the measured
+	// run starts from a settled queue. They do so
 	// all at once, not one after another: etcd's concurrency.Mutex leaves
 	// its key behind when its Lock is cancelled between the transaction
 	// that puts it and the reply, and only the same handle's next Lock

@@ -22,8 +22,8 @@ import (
 )
 
 // killConnections ends, from another session, every other session on the
-// test's database: the pool's connections of the drivers under test, and
-// on PostgreSQL the LISTEN connection. It returns how many it ended.
+// test's database: the pool's connections of the drivers under test,
+// their wait connections among them. It returns how many it ended.
 func killConnections(t *testing.T, admin *gorm.DB, dialect, database string) int {
 	t.Helper()
 	switch dialect {
