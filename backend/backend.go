@@ -20,15 +20,27 @@
 //
 // Abilities that only some drivers have are small separate interfaces found by
 // type assertion, as in database/sql/driver: Waiter, Watcher, Inspector,
-// QueueInspector, BatchRenewer, LogSetter on a Driver; Passer on a Lease. Each one's doc
-// says what package locker does without it.
+// QueueInspector, BatchRenewer, LogSetter, Dequeuer on a Driver; Passer and
+// Downgrader on a Lease. Each one's doc says what package locker does
+// without it.
+//
+// # Primitives
+//
+// Every primitive is one model: weighted holds against a name's limit (see
+// Kind). A Mutex hold is 1 of 1; a Semaphore's n permits are n of N; an
+// RWMutex's read is 1 of RWLimit and its write all of them. A driver
+// implements one acquisition for all of them, and declares
+// Capabilities.Weighted when it takes the weighted kinds.
 //
 // # How package locker calls a driver
 //
-// For each name, a Client lets one acquisition at a time ask the store: the
-// oldest of its waiters for that name, and only while no owner of the Client
-// holds it. So a driver never sees two calls of one Client for one name at
-// once, except a Release or Renew of a hold that has been lost. The methods
+// For each name and kind, a Client lets one acquisition at a time ask the
+// store: the oldest of its waiters for that name. For a Mutex it asks only
+// while no owner of the Client holds the name, so a driver never sees two
+// calls of one Client for one Mutex at once, except a Release or Renew of a
+// hold that has been lost; for the weighted kinds (Semaphore, RWMutex),
+// the Client's other holds of the name are renewed, released and
+// downgraded while it asks. The methods
 // of one Lease are never called at the same time: Renew calls follow one
 // another, Release (or a Pass that returned a lease) is called at most once
 // and nothing is called after it; Renew and Release may be called after the
@@ -93,6 +105,75 @@ type Request struct {
 	// or released within TTL. Drivers whose holds live as long as a session
 	// (Capabilities.SessionLease) may ignore it.
 	TTL time.Duration
+
+	// Kind is the primitive the name belongs to. Each kind's names are
+	// locks of their own: a driver keeps the state of a Mutex named "x"
+	// apart from that of a Semaphore or an RWMutex named "x", so that one
+	// never stands in for another. Package locker sends kinds other than
+	// Mutex only to drivers that declare Capabilities.Weighted.
+	Kind Kind
+
+	// Limit is how many units the name has, and Weight how many of them
+	// this hold takes (1 <= Weight <= Limit <= MaxLimit). A Mutex hold is 1
+	// of 1 (a Mutex request may leave both 0); n permits of a Semaphore of
+	// N are n of N; an RWMutex's read hold is 1 of RWLimit and its write
+	// hold RWLimit of RWLimit. See Kind for the rule that grants weighted
+	// holds.
+	Limit, Weight int64
+
+	// Queue is set by package locker on every request of a wait (Lock,
+	// not TryLock) whose Kind is not Mutex. When the store cannot grant
+	// the hold now, an attempt that returns ErrHeld — Acquire, or an
+	// AcquireWait that cannot wait natively — keeps a place for Owner in
+	// the name's queue, or renews the place that Owner's earlier attempt
+	// made: no request that arrives after it is granted before it, and the
+	// place lapses if it is not asked for again within TTL. Package locker
+	// asks again with the same Owner, and calls Dequeuer.Dequeue when the
+	// wait ends without a grant. (An AcquireWait that waits natively keeps
+	// its waiter queued anyway, and leaves nothing queued when it fails.)
+	Queue bool
+}
+
+// Kind is the primitive a name belongs to (Request.Kind).
+//
+// A Mutex has one holder at a time. The weighted kinds (Semaphore,
+// RWMutex) follow one rule, which a driver that declares
+// Capabilities.Weighted implements atomically in the store: a request is
+// granted when the weights the name's holds take, plus its Weight, are at
+// most Limit, and no request waiting in the store's queue of the name
+// (through Waiter, or a place that Request.Queue made) arrived before it.
+// So waiters are granted in arrival order, as many at once as fit: a
+// waiting writer of an RWMutex keeps readers that come after it out, and a
+// waiter for n permits is not overtaken by waiters for fewer. Acquire (one
+// attempt, no Queue) is granted only when nobody waits.
+//
+// The store keeps a name's Limit while the name has holds or waiters; a
+// request with another Limit is refused with an error wrapping
+// ErrLimitConflict, and neither granted nor queued.
+type Kind uint8
+
+// The kinds.
+const (
+	Mutex     Kind = iota // one holder: Limit and Weight 1
+	Semaphore             // Limit permits; a hold takes Weight of them
+	RWMutex               // Limit RWLimit; a read weighs 1, a write RWLimit
+)
+
+// MaxLimit is the largest Limit of a request.
+const MaxLimit = 1 << 30
+
+// RWLimit is the Limit of every RWMutex request, and the Weight of its
+// write holds: a write excludes every other hold, and reads share.
+const RWLimit = MaxLimit
+
+var kindNames = [...]string{"mutex", "semaphore", "rwmutex"}
+
+// String returns the kind's name: "mutex", "semaphore" or "rwmutex".
+func (k Kind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return "kind(" + strconv.Itoa(int(k)) + ")"
 }
 
 // HeldError is the error of an Acquire that found the lock held by another
@@ -192,13 +273,40 @@ type Waiter interface {
 }
 
 // Watcher is implemented by drivers whose store can tell that a lock may
-// have been freed but keeps no queue (a pub/sub channel per lock). Package
-// locker uses it to end a waiter's back-off early.
+// have been freed but does not hand it to a waiter (a pub/sub channel per
+// lock). Package locker uses it to end a waiter's back-off early.
 type Watcher interface {
 	// Watch returns a channel that receives a value, best effort, when
-	// name may have been freed, until stop is called. A watch that cannot
-	// be set up returns a nil channel: the waiter then only backs off.
-	Watch(name string) (ch <-chan struct{}, stop func())
+	// the name of kind may have been freed (or, for a weighted kind, some
+	// of its units), until stop is called. A watch that cannot be set up
+	// returns a nil channel: the waiter then only backs off.
+	Watch(kind Kind, name string) (ch <-chan struct{}, stop func())
+}
+
+// Dequeuer is implemented by Weighted drivers that keep places in a queue
+// for the attempts of polled waits (Request.Queue). Package locker calls
+// Dequeue when such a wait ends without a grant (its ctx ended, the Client
+// closed, the store failed for good), so that the place stops holding
+// back the requests behind it at once, not only when it lapses.
+type Dequeuer interface {
+	// Dequeue removes r.Owner's place in the queue of r.Name, if it has
+	// one; a place that was never made or has lapsed is not an error. A
+	// hold granted to r.Owner is not touched (package locker releases it
+	// through its lease).
+	Dequeue(ctx context.Context, r Request) error
+}
+
+// Downgrader is implemented by the leases of Weighted drivers: it lowers
+// the weight of a hold in place, for an RWMutex's downgrade from a write
+// hold to a read hold. The hold keeps its token, its lease and its place:
+// no request that waits is granted in between, and the requests that now
+// fit are granted (the readers queued before any writer).
+type Downgrader interface {
+	// Downgrade sets the hold's weight to weight, which is less than its
+	// weight now, with the owner check done atomically by the store. It
+	// returns an error wrapping ErrLost when the hold is no longer this
+	// owner's.
+	Downgrade(ctx context.Context, weight int64) error
 }
 
 // Passer is implemented by a Lease that can hand its hold to the next owner
@@ -274,6 +382,13 @@ type Capabilities struct {
 	// CrossProcess: holds are visible to other processes (every remote
 	// store); false for an in-process driver.
 	CrossProcess bool
+
+	// Weighted: the driver takes requests of every Kind, with their Limit
+	// and Weight, and grants them by the rule that Kind describes; its
+	// leases implement Downgrader, and, if it keeps places for polled
+	// waits (Request.Queue), it implements Dequeuer. Without it, package
+	// locker refuses semaphores and read-write locks with ErrNotSupported.
+	Weighted bool
 }
 
 // MaxNameLen is the longest lock name, in bytes, that package locker accepts.
@@ -308,6 +423,11 @@ type Hold struct {
 	Owner   string
 	Token   uint64
 	Expires time.Time // zero when the hold lives as long as a session
+
+	// Kind, Limit and Weight are the hold's request's (Request.Kind); a
+	// Mutex hold may leave Limit and Weight 0.
+	Kind          Kind
+	Limit, Weight int64
 }
 
 // QueueInspector is implemented by drivers that can count the owners
@@ -316,7 +436,8 @@ type Hold struct {
 // uses it to see that a waiter has started waiting, and that one that gave up
 // left nothing behind.
 type QueueInspector interface {
-	// Waiters returns how many owners are waiting for name in the store.
+	// Waiters returns how many owners are waiting for name in the store,
+	// of every kind (Request.Kind), places of polled waits included.
 	Waiters(ctx context.Context, name string) (int, error)
 }
 

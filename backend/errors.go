@@ -36,4 +36,7 @@ var (
 	ErrBadURL = NewError("bad URL")
 	// ErrInvalidOption: an option has a bad value.
 	ErrInvalidOption = NewError("invalid option")
+	// ErrLimitConflict: a request's Limit is not the one the store keeps
+	// for the name (a Semaphore opened with another number of permits).
+	ErrLimitConflict = NewError("limit conflict")
 )

@@ -22,7 +22,8 @@ func TestConformance(t *testing.T) {
 		NewDriver: func(context.Context) (backend.Driver, error) {
 			return locallock.New(store), nil
 		},
-		TTL: 300 * time.Millisecond,
+		Footprint: func(context.Context) (int, error) { return store.Len(), nil },
+		TTL:       300 * time.Millisecond,
 	})
 	matrix.Record(t, rep)
 	if n := store.Len(); n != 0 {

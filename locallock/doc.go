@@ -16,7 +16,8 @@
 // growing even after its state was freed), Notify and FIFO (waiters are
 // queued on channels and the lock is handed to the first), LostSignal (a
 // lease that runs out or is forced off closes Lost at once), Expiry,
-// Inspect. Not CrossProcess.
+// Inspect, Weighted (semaphores and read-write locks, queued on channels in
+// arrival order). Not CrossProcess.
 //
 // Per-name state exists only while the name is held or waited for, so a
 // program that uses millions of distinct names over time does not grow.

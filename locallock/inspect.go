@@ -1,6 +1,7 @@
 package locallock
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"strings"
@@ -18,9 +19,19 @@ func (d *Driver) Holds(_ context.Context, prefix string) ([]backend.Hold, error)
 		if e.holder == nil || !strings.HasPrefix(name, prefix) {
 			continue
 		}
-		hs = append(hs, backend.Hold{Name: name, Owner: e.holder.owner, Token: e.holder.token, Expires: e.holder.expires})
+		hs = append(hs, backend.Hold{Name: name, Owner: e.holder.owner, Token: e.holder.token, Expires: e.holder.expires, Kind: backend.Mutex, Limit: 1, Weight: 1})
 	}
-	slices.SortFunc(hs, func(a, b backend.Hold) int { return strings.Compare(a.Name, b.Name) })
+	for k, e := range s.weighted {
+		if !strings.HasPrefix(k.name, prefix) {
+			continue
+		}
+		for l := range e.holds {
+			hs = append(hs, backend.Hold{Name: k.name, Owner: l.owner, Token: l.token, Expires: l.expires, Kind: k.kind, Limit: e.limit, Weight: l.weight})
+		}
+	}
+	slices.SortFunc(hs, func(a, b backend.Hold) int {
+		return cmp.Or(strings.Compare(a.Name, b.Name), cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Token, b.Token))
+	})
 	return hs, nil
 }
 
@@ -43,8 +54,14 @@ func (d *Driver) Waiters(_ context.Context, name string) (int, error) {
 	s := d.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	n := 0
 	if e := s.names[name]; e != nil {
-		return e.waiters.Len(), nil
+		n = e.waiters.Len()
 	}
-	return 0, nil
+	for _, k := range []backend.Kind{backend.Semaphore, backend.RWMutex} {
+		if e := s.weighted[wkey{k, name}]; e != nil {
+			n += e.queue.Len()
+		}
+	}
+	return n, nil
 }

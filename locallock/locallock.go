@@ -54,13 +54,16 @@ func open(_ context.Context, u *url.URL) (backend.Driver, error) {
 // Drivers on the same Store see each other's locks, as clients of one
 // remote store would.
 type Store struct {
-	mu    sync.Mutex
-	names map[string]*entry
-	fence uint64 // last token granted, for every name
+	mu       sync.Mutex
+	names    map[string]*entry // the mutexes
+	weighted map[wkey]*wentry  // the semaphores and read-write locks
+	fence    uint64            // last token granted, for every name
 }
 
 // NewStore returns an empty Store.
-func NewStore() *Store { return &Store{names: make(map[string]*entry)} }
+func NewStore() *Store {
+	return &Store{names: make(map[string]*entry), weighted: make(map[wkey]*wentry)}
+}
 
 // entry is the state of one name that is held or waited for.
 type entry struct {
@@ -99,6 +102,7 @@ func (d *Driver) Capabilities() backend.Capabilities {
 		FIFO:       true,
 		LostSignal: true,
 		Expiry:     true,
+		Weighted:   true,
 	}
 }
 
@@ -115,6 +119,9 @@ func (d *Driver) check(ctx context.Context) error {
 
 // Acquire implements backend.Driver.
 func (d *Driver) Acquire(ctx context.Context, r backend.Request) (backend.Lease, error) {
+	if r.Kind != backend.Mutex {
+		return d.acquireWeighted(ctx, r)
+	}
 	if err := d.check(ctx); err != nil {
 		return nil, err
 	}
@@ -135,6 +142,9 @@ func (d *Driver) Acquire(ctx context.Context, r backend.Request) (backend.Lease,
 // AcquireWait implements backend.Waiter: the waiter queues in the Store and
 // the release hands it the lock.
 func (d *Driver) AcquireWait(ctx context.Context, r backend.Request) (backend.Lease, error) {
+	if r.Kind != backend.Mutex {
+		return d.acquireWaitWeighted(ctx, r)
+	}
 	if err := d.check(ctx); err != nil {
 		return nil, err
 	}
@@ -223,9 +233,10 @@ func (s *Store) freeIfIdle(e *entry) {
 	}
 }
 
-// Len returns how many names have state in the Store: held or waited for.
+// Len returns how many names have state in the Store: held or waited for,
+// of every kind.
 func (s *Store) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.names)
+	return len(s.names) + len(s.weighted)
 }
