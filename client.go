@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -36,7 +37,7 @@ type Client struct {
 
 	mu     sync.Mutex
 	closed bool
-	locks  map[string]*lockState
+	locks  map[lockKey]*lockState
 	ops    sync.WaitGroup // acquisitions in flight
 	wg     sync.WaitGroup // renewals and other background work
 
@@ -65,7 +66,7 @@ func New(d backend.Driver, opts ...Option) (*Client, error) {
 		caps:  d.Capabilities(),
 		cfg:   cfg,
 		id:    ownerPrefix() + hex.EncodeToString(b[:]),
-		locks: make(map[string]*lockState),
+		locks: make(map[lockKey]*lockState),
 	}
 	c.waiter, _ = d.(backend.Waiter)
 	c.watcher, _ = d.(backend.Watcher)
@@ -106,22 +107,7 @@ func (c *Client) Driver() backend.Driver { return c.d }
 func (c *Client) NewMutex(name string, opts ...Option) *Mutex {
 	// Without options the handle shares the Client's settings: a handle
 	// costs a few words, whatever the number held at once.
-	m := &Mutex{c: c, name: name, cfg: &c.cfg}
-	if err := backend.CheckName(name); err != nil {
-		m.err = err
-		return m
-	}
-	if len(opts) == 0 {
-		return m
-	}
-	cfg := c.cfg
-	if err := cfg.apply(opts); err != nil {
-		m.err = err
-	} else if len(cfg.clientOnly) > 0 {
-		m.err = errorf(ErrInvalidOption, "%s applies to a Client, not a Mutex", cfg.clientOnly[0])
-	}
-	m.cfg = &cfg
-	return m
+	return &Mutex{hd: c.newHandle(lockKey{backend.Mutex, name}, 1, 1, opts)}
 }
 
 func (c *Client) newOwner() string {
@@ -160,7 +146,7 @@ func (c *Client) lose(h *hold, reason Reason, cause error) {
 	}
 	c.sched.remove(h)
 	if reason != Closed && reason != LostAtRelease {
-		c.cfg.logger.Warn("locker: hold lost", "name", h.m.name, "token", h.token, "reason", string(reason), "err", cause)
+		c.cfg.logger.Warn("locker: hold lost", "name", h.hd.key.name, "kind", h.hd.key.kind, "token", h.token, "reason", string(reason), "err", cause)
 	}
 	c.observeEnd(h, reason, err)
 }
@@ -174,7 +160,7 @@ func (c *Client) observeEnd(h *hold, reason Reason, cause error) {
 	if obs == nil && hook == nil {
 		return
 	}
-	e := HoldEnd{Name: h.m.name, Token: h.token, Held: time.Duration(monoNow() - h.acquired), Reason: reason, Cause: cause}
+	e := HoldEnd{Name: h.hd.key.name, Kind: h.hd.key.kind, Token: h.token, Held: time.Duration(monoNow() - h.acquired), Reason: reason, Cause: cause}
 	if obs != nil {
 		ctx := h.obsCtx
 		if ctx == nil {
@@ -194,7 +180,7 @@ func (c *Client) observeEnd(h *hold, reason Reason, cause error) {
 func (c *Client) end(ctx context.Context, h *hold) error {
 	c.sched.remove(h)
 	c.stopWatch(h)
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.m.cfg.releaseTimeout)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.hd.cfg.releaseTimeout)
 	defer cancel()
 	lerr := h.lostErr()
 	if lerr == nil && c.pass(rctx, h) {
@@ -220,19 +206,24 @@ func (c *Client) end(ctx context.Context, h *hold) error {
 	return err
 }
 
-// detach forgets h, the Client's hold on its name: the next waiter may ask
-// the store.
+// detach forgets h, a Client's hold on its lock: the next waiter may ask
+// the store, and one that asks the store for a weighted lock asks again.
 func (c *Client) detach(h *hold) {
-	name := h.m.name
+	key := h.hd.key
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if st := c.locks[name]; st != nil && st.holder == h {
-		st.holder = nil
-		c.promoteLocked(st)
-		c.dropIfIdleLocked(name, st)
+	if st := c.locks[key]; st != nil {
+		if i := slices.Index(st.holds, h); i >= 0 {
+			st.holds = slices.Delete(st.holds, i, i+1)
+			if st.weighted && st.asking {
+				st.queue[0].signal()
+			}
+			c.promoteLocked(st)
+			c.dropIfIdleLocked(key, st)
+		}
 	}
-	if h.m.cur == h {
-		h.m.cur = nil
+	if h.hd.cur == h {
+		h.hd.cur = nil
 	}
 }
 
@@ -244,17 +235,18 @@ func (c *Client) pass(ctx context.Context, h *hold) bool {
 	if !ok {
 		return false
 	}
-	name := h.m.name
+	key := h.hd.key
+	name := key.name
 	c.mu.Lock()
-	st := c.locks[name]
-	if c.closed || st == nil || st.holder != h || len(st.queue) == 0 || st.asking {
+	st := c.locks[key]
+	if c.closed || st == nil || st.weighted || len(st.holds) != 1 || st.holds[0] != h || len(st.queue) == 0 || st.asking {
 		c.mu.Unlock()
 		return false
 	}
 	w := st.queue[0]
 	c.mu.Unlock()
-	wm := w.m
-	l, err := h.passLease(ctx, p, backend.Request{Name: name, Owner: c.newOwner(), TTL: w.ttl})
+	wm := w.hd
+	l, err := h.passLease(ctx, p, wm.request(c.newOwner()))
 	if err != nil {
 		c.cfg.logger.Warn("locker: passing a hold failed; releasing it", "name", name, "err", err)
 		return false
@@ -268,13 +260,13 @@ func (c *Client) pass(ctx context.Context, h *hold) bool {
 	}
 	c.start(nh)
 	c.mu.Lock()
-	if !c.closed && st.holder == h && len(st.queue) > 0 && st.queue[0] == w {
+	if !c.closed && len(st.holds) == 1 && st.holds[0] == h && len(st.queue) > 0 && st.queue[0] == w {
 		st.queue = st.queue[1:]
-		st.holder = nh
+		st.holds[0] = nh
 		w.passed = nh
 		wm.cur, wm.last = nh, nh
-		if h.m.cur == h {
-			h.m.cur = nil
+		if h.hd.cur == h {
+			h.hd.cur = nil
 		}
 		c.mu.Unlock()
 		w.signal()
@@ -300,9 +292,7 @@ func (c *Client) Close() error {
 		c.closed = true
 		var holds []*hold
 		for _, st := range c.locks {
-			if st.holder != nil {
-				holds = append(holds, st.holder)
-			}
+			holds = append(holds, st.holds...)
 		}
 		c.mu.Unlock()
 		c.cancel()
@@ -323,10 +313,10 @@ func (c *Client) Close() error {
 				defer wg.Done()
 				c.sched.remove(h)
 				c.stopWatch(h)
-				ctx, cancel := context.WithTimeout(context.Background(), h.m.cfg.releaseTimeout)
+				ctx, cancel := context.WithTimeout(context.Background(), h.hd.cfg.releaseTimeout)
 				defer cancel()
 				if err := h.releaseLease(ctx); err != nil && !errors.Is(err, ErrLost) {
-					herrs[i] = opErr("close", h.m.name, err)
+					herrs[i] = opErr("close", h.hd.key.name, err)
 				}
 				c.detach(h)
 			}()
@@ -366,7 +356,7 @@ func waitTimeout(wg *sync.WaitGroup, d time.Duration) bool {
 func (c *Client) LocalWaiters(name string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if st := c.locks[name]; st != nil {
+	if st := c.locks[lockKey{backend.Mutex, name}]; st != nil {
 		return len(st.queue)
 	}
 	return 0

@@ -77,26 +77,34 @@ func WaitAtMost(d time.Duration) DoOption {
 	}
 }
 
-// Do runs fn while holding m: it locks m (by default waiting as Lock does;
-// see OnBusy and WaitAtMost), runs fn with a ctx that carries the hold and
-// is cancelled — with cause ErrLost — if the hold is lost, and unlocks m
-// when fn returns or panics. The error is fn's, joined with Unlock's when
-// that fails; a hold lost while fn ran is always reported, since fn may have
-// overlapped another owner.
+// Do runs fn while holding l — a *Mutex, an *RWMutex (its write side), an
+// RWMutex's RLocker, or a *MultiLock: it locks l (by default waiting as Lock
+// does; see OnBusy and WaitAtMost), runs fn with a ctx that carries the hold
+// and is cancelled — with cause ErrLost — if the hold is lost (any of a
+// MultiLock's), and unlocks l when fn returns or panics. The error is fn's,
+// joined with Unlock's when that fails; a hold lost while fn ran is always
+// reported, since fn may have overlapped another owner. A Locker of another
+// package is refused with ErrInvalidOption: Do could not learn of its loss.
 //
 // The ctx fn receives carries the hold (HoldFromContext: its name, its
 // fencing token, its loss) and its owner: a Lock, TryLock, LockTimeout or Do
 // of the same lock with it re-enters the hold, and an Unlock with it
 // releases one level. Do acts for the owner ctx carries, if any (see
 // WithOwner), else for a new one.
-func Do(ctx context.Context, m *Mutex, fn func(ctx context.Context) error, opts ...DoOption) (err error) {
+func Do(ctx context.Context, l Locker, fn func(ctx context.Context) error, opts ...DoOption) (err error) {
+	d, ok := l.(doable)
 	switch {
-	case m.zero():
+	case l == nil:
 		return opErr("do", "", ErrZeroMutex)
+	case !ok:
+		return opErr("do", "", errorf(ErrInvalidOption, "Do takes the Lockers of package locker, not a %T", l))
+	}
+	name := d.lockName()
+	switch {
 	case fn == nil:
-		return opErr("do", m.Name(), errorf(ErrInvalidOption, "nil function"))
+		return opErr("do", name, errorf(ErrInvalidOption, "nil function"))
 	case ctx == nil:
-		return opErr("do", m.Name(), ErrNilContext)
+		return opErr("do", name, ErrNilContext)
 	}
 	var cfg doConfig
 	for _, o := range opts {
@@ -104,7 +112,7 @@ func Do(ctx context.Context, m *Mutex, fn func(ctx context.Context) error, opts 
 			continue
 		}
 		if err := o(&cfg); err != nil {
-			return opErr("do", m.Name(), err)
+			return opErr("do", name, err)
 		}
 	}
 	o := ownerOf(ctx)
@@ -112,7 +120,13 @@ func Do(ctx context.Context, m *Mutex, fn func(ctx context.Context) error, opts 
 		ctx = WithOwner(ctx)
 		o = ownerOf(ctx)
 	}
-	h, err := acquireFor(ctx, m, cfg)
+	var h held
+	switch {
+	case cfg.wait > 0:
+		h, err = d.doLock(ctx, true, cfg.wait)
+	default:
+		h, err = d.doLock(ctx, cfg.busy == Wait, 0)
+	}
 	if err != nil {
 		return err
 	}
@@ -120,32 +134,55 @@ func Do(ctx context.Context, m *Mutex, fn func(ctx context.Context) error, opts 
 		if cfg.busy == Skip {
 			return nil
 		}
-		return opErr("do", m.Name(), ErrBusy)
+		return opErr("do", name, ErrBusy)
 	}
 	runCtx, cancel := context.WithCancelCause(ctx)
-	stop := h.afterLost(func() { cancel(opErr("do", m.Name(), h.lostErr())) })
+	stop := h.afterLost(func() { cancel(opErr("do", name, h.lostErr())) })
 	defer func() {
 		stop()
 		cancel(nil)
-		if uerr := m.Unlock(context.WithoutCancel(ctx)); uerr != nil {
+		if uerr := l.Unlock(context.WithoutCancel(ctx)); uerr != nil {
 			err = errors.Join(err, uerr)
 		}
 	}()
-	return fn(withHold(runCtx, o, h))
+	return fn(h.carry(runCtx, o))
 }
 
-// acquireFor takes m as cfg says: it returns a nil hold when the lock stayed
-// busy.
-func acquireFor(ctx context.Context, m *Mutex, cfg doConfig) (*hold, error) {
-	var h *hold
-	var err error
+// doable is a Locker of this package, which Do can take.
+type doable interface {
+	Locker
+	// doLock is Lock (wait, no timeout), TryLock (no wait) or
+	// LockTimeout: a nil held and no error when the lock stayed busy.
+	doLock(ctx context.Context, wait bool, timeout time.Duration) (held, error)
+	lockName() string
+}
+
+// held is what Do needs of what doLock took: its loss, and the ctx that
+// carries it.
+type held interface {
+	afterLost(f func()) (stop func())
+	lostErr() error
+	// carry returns ctx carrying the hold(s), held by o.
+	carry(ctx context.Context, o *owner) context.Context
+}
+
+// ops names the three forms of an acquisition for the Observer and in
+// errors: the waiting one, the try, the one with a timeout.
+type ops [3]string
+
+var (
+	mutexOps     = ops{"lock", "trylock", "locktimeout"}
+	readOps      = ops{"rlock", "tryrlock", "rlocktimeout"}
+	semaphoreOps = ops{"acquire", "tryacquire", "acquiretimeout"}
+)
+
+// of returns the name of the form that wait and timeout make.
+func (o ops) of(wait bool, timeout time.Duration) string {
 	switch {
-	case cfg.wait > 0:
-		_, h, err = m.lockOp(ctx, "locktimeout", true, cfg.wait)
-	case cfg.busy == Wait:
-		_, h, err = m.lockOp(ctx, "lock", true, 0)
-	default:
-		_, h, err = m.lockOp(ctx, "trylock", false, 0)
+	case timeout > 0:
+		return o[2]
+	case wait:
+		return o[0]
 	}
-	return h, err
+	return o[1]
 }

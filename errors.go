@@ -38,6 +38,17 @@ var (
 	// ErrZeroMutex is returned by the methods of a Mutex that
 	// Client.NewMutex did not make: a zero Mutex or a nil *Mutex.
 	ErrZeroMutex = newError("zero Mutex: make it with Client.NewMutex")
+	// ErrZeroHandle is returned by the methods of an RWMutex, Semaphore
+	// or MultiLock that its Client did not make (a zero value or nil).
+	ErrZeroHandle = newError("zero handle: make it with its Client (NewRWMutex, NewSemaphore, NewMultiLock)")
+	// ErrUpgrade is returned at once by a write Lock of an RWMutex whose
+	// caller's owner holds it for reading only: it would wait for its own
+	// read hold. Release the read hold first, or take the write hold and
+	// Downgrade it.
+	ErrUpgrade = newError("a read hold cannot be upgraded to a write hold")
+	// ErrLimitConflict is returned when a Semaphore's limit is not the one
+	// the store keeps for its name, while other holders or waiters use it.
+	ErrLimitConflict = backend.ErrLimitConflict
 )
 
 // newError returns a sentinel of package locker only.

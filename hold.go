@@ -23,7 +23,7 @@ func (m mono) add(d time.Duration) mono { return m + mono(d) }
 // made on its lease, and its watchdog state. It is kept small: a Client may
 // hold a million.
 type hold struct {
-	m        *Mutex // the handle that took it
+	hd       *handle // the handle that took it
 	owner    *owner
 	lease    backend.Lease
 	token    uint64
@@ -37,7 +37,8 @@ type hold struct {
 
 	// Guarded by the Client's mu.
 	ending bool  // its last Unlock is releasing it
-	count  int32 // levels held: Lock, then re-entries
+	levels int32 // levels held: Lock, then re-entries (an RWMutex's write levels)
+	reads  int32 // an RWMutex's read levels
 
 	// Loss, guarded by lostMu; loss is made when first needed.
 	lostMu   sync.Mutex
@@ -71,35 +72,39 @@ type lossState struct {
 	onLost []func() // run once when lost (Do cancels its ctx)
 }
 
-func newHold(m *Mutex, o *owner, l backend.Lease, caps backend.Capabilities, start time.Time) *hold {
+func newHold(hd *handle, o *owner, l backend.Lease, caps backend.Capabilities, start time.Time) *hold {
 	h := &hold{
-		m:          m,
+		hd:         hd,
 		owner:      o,
 		lease:      l,
 		token:      l.Token(),
-		ttl:        m.cfg.ttl,
-		every:      m.cfg.ttl / 3,
+		ttl:        hd.cfg.ttl,
+		every:      hd.cfg.ttl / 3,
 		acquired:   monoNow(),
-		fixed:      m.cfg.fixed,
+		fixed:      hd.cfg.fixed,
 		session:    caps.SessionLease,
-		count:      1,
-		validUntil: monoAt(start).add(m.cfg.ttl),
+		levels:     1,
+		validUntil: monoAt(start).add(hd.cfg.ttl),
 		bidx:       -1,
 	}
+	if hd.read {
+		h.levels, h.reads = 0, 1
+	}
 	h.renew = !h.fixed && !h.session
-	if e := m.cfg.renewEvery; e > 0 && e < h.every {
+	if e := hd.cfg.renewEvery; e > 0 && e < h.every {
 		h.every = e
 	}
 	return h
 }
 
-// owns reports whether a call with ctx owner o on handle m acts for h's
-// owner: o is h's owner, or o is nil and h was taken without one through m.
-func (h *hold) owns(o *owner, m *Mutex) bool {
+// owns reports whether a call with ctx owner o on handle hd acts for h's
+// owner: o is h's owner, or o is nil and h was taken without one through
+// hd.
+func (h *hold) owns(o *owner, hd *handle) bool {
 	if o != nil {
 		return h.owner == o
 	}
-	return h.owner.anon && h.m == m
+	return h.owner.anon && (h.hd == hd || h.hd.pair == hd)
 }
 
 // margin is how long before the lease's end the hold is declared lost. The
@@ -204,6 +209,21 @@ func (h *hold) releaseLease(ctx context.Context) error {
 	}
 	h.spent = true
 	return h.lease.Release(ctx)
+}
+
+// downgradeLease lowers the hold's weight on the store (an RWMutex's
+// downgrade), unless it was released or passed.
+func (h *hold) downgradeLease(ctx context.Context, weight int64) error {
+	h.callMu.Lock()
+	defer h.callMu.Unlock()
+	if h.spent {
+		return backend.ErrLost
+	}
+	d, ok := h.lease.(backend.Downgrader)
+	if !ok {
+		return errorf(ErrNotSupported, "the driver's lease cannot be downgraded (backend.Downgrader)")
+	}
+	return d.Downgrade(ctx, weight)
 }
 
 // passLease hands the hold to the next owner through the driver's Passer:

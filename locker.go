@@ -34,6 +34,16 @@
 // that does not own the hold returns ErrNotHeld. Handles of one name on one
 // Client are one lock.
 //
+// # Primitives
+//
+// Besides Mutex: Semaphore (at most N permits at once, each grant a
+// Permit with its own lease, token and loss), RWMutex (readers share, a
+// writer excludes everyone and is not starved; Downgrade), and MultiLock
+// (several Mutexes as one, all or nothing, in one order: LockAll). They
+// need a driver that declares backend.Capabilities.Weighted, except
+// MultiLock. A Mutex, a Semaphore and an RWMutex of one name are three
+// different locks.
+//
 // # Leases and the watchdog
 //
 // Every hold has a lease (DefaultTTL unless WithTTL). While the owner lives,

@@ -39,7 +39,12 @@ type Observer interface {
 // AcquireStart describes an acquisition that begins.
 type AcquireStart struct {
 	Name string // the lock's name
-	Op   string // "lock", "trylock" or "locktimeout"
+	Kind Kind   // the primitive: Mutex, Semaphore or RWMutex
+	// Op names the method: "lock", "trylock" or "locktimeout" (a Mutex,
+	// an RWMutex's write side, a MultiLock's names), "rlock", "tryrlock"
+	// or "rlocktimeout" (an RWMutex's read side), "acquire",
+	// "tryacquire" or "acquiretimeout" (a Semaphore's permits).
+	Op string
 	// Reentry tells that the caller's ctx already holds the lock: the
 	// acquisition re-enters it without a call to the store.
 	Reentry bool
@@ -78,6 +83,7 @@ func (o Outcome) String() string {
 // AcquireEnd describes how an acquisition ended.
 type AcquireEnd struct {
 	Name    string
+	Kind    Kind
 	Op      string
 	Reentry bool
 	Outcome Outcome
@@ -92,6 +98,7 @@ type AcquireEnd struct {
 // HoldEnd describes the end of a hold.
 type HoldEnd struct {
 	Name  string
+	Kind  Kind
 	Token uint64
 	// Held is how long the hold lasted: from the acquisition's return to
 	// its release or loss.

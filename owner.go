@@ -53,8 +53,8 @@ func WithOwner(ctx context.Context) context.Context {
 	return context.WithValue(ctx, ctxKey{}, &ctxVal{owner: &owner{}, parent: valueOf(ctx)})
 }
 
-// withHold returns ctx carrying h, held by o: the ctx that Do passes on.
-func withHold(ctx context.Context, o *owner, h *hold) context.Context {
+// carry returns ctx carrying h, held by o: the ctx that Do passes on.
+func (h *hold) carry(ctx context.Context, o *owner) context.Context {
 	return context.WithValue(ctx, ctxKey{}, &ctxVal{owner: o, hold: h, parent: valueOf(ctx)})
 }
 
@@ -80,7 +80,7 @@ func (h Hold) Name() string {
 	if h.h == nil {
 		return ""
 	}
-	return h.h.m.name
+	return h.h.hd.key.name
 }
 
 // Token returns the hold's fencing token (0 when the driver has no

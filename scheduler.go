@@ -424,7 +424,7 @@ func (s *scheduler) renewBatch(ctx context.Context, holds []*hold, errs []error)
 func (s *scheduler) renewed(holds []*hold, start mono, latency time.Duration, errs []error) {
 	if obs := s.c.cfg.observer; obs != nil {
 		for i, h := range holds {
-			obs.Renewed(Renewal{Name: h.m.name, Token: h.token, Latency: latency, Err: errs[i]})
+			obs.Renewed(Renewal{Name: h.hd.key.name, Token: h.token, Latency: latency, Err: errs[i]})
 		}
 	}
 	var refused []*hold
@@ -461,7 +461,7 @@ func (s *scheduler) renewed(holds []*hold, start mono, latency time.Duration, er
 	}
 	for i, h := range holds {
 		if err := errs[i]; err != nil && !errors.Is(err, ErrLost) {
-			s.c.cfg.logger.Warn("locker: renewal failed, retrying", "name", h.m.name, "err", err)
+			s.c.cfg.logger.Warn("locker: renewal failed, retrying", "name", h.hd.key.name, "err", err)
 		}
 	}
 }
@@ -472,7 +472,7 @@ func (s *scheduler) releaseExpired(h *hold) {
 	s.c.wg.Add(1)
 	go func() {
 		defer s.c.wg.Done()
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(s.c.ctx), h.m.cfg.releaseTimeout)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(s.c.ctx), h.hd.cfg.releaseTimeout)
 		defer cancel()
 		_ = h.releaseLease(ctx)
 	}()

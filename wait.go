@@ -22,31 +22,62 @@ import (
 // with jittered back-off bounded by the holder's remaining lease and cut
 // short by the driver's Watcher.
 
-// lockState is a Client's state for one name. It exists while an owner of
-// the Client holds or waits for the name. Guarded by the Client's mu.
+// lockState is a Client's state for one lock (a name of a kind). It exists
+// while an owner of the Client holds or waits for the lock. Guarded by the
+// Client's mu.
 type lockState struct {
-	holder *hold
-	queue  []*waiter // in arrival order; queue[0] may ask the store
-	asking bool      // queue[0] has been told to ask the store
+	holds    []*hold   // the Client's holds; a Mutex has at most one
+	queue    []*waiter // in arrival order; queue[0] may ask the store
+	asking   bool      // queue[0] has been told to ask the store
+	weighted bool      // a Semaphore or an RWMutex: holds share the lock
 }
 
 // waiter is one acquisition waiting in a lockState.
 type waiter struct {
-	m     *Mutex
+	hd    *handle
 	octx  context.Context // the acquisition's ctx, for the Observer
 	owner *owner
-	ttl   time.Duration
-	turn  chan struct{} // capacity 1: its turn to ask, or a hold passed to it
+	// turn (capacity 1) tells it to ask the store, or that a hold was
+	// passed to it; while it asks the store for a weighted lock, that one
+	// of the Client's holds of the lock ended.
+	turn chan struct{}
 	// passed is the hold a release passed to it. Guarded by the Client's
 	// mu.
 	passed *hold
 }
 
-// promoteLocked tells the first waiter of st to ask the store, when no
-// owner of the Client holds the name and it has not been told yet. c.mu is
+// heldBy returns the hold of owner o, which is not ending, or nil. c.mu is
 // held.
+func (st *lockState) heldBy(o *owner) *hold {
+	for _, h := range st.holds {
+		if h.owner == o && !o.anon && !h.ending {
+			return h
+		}
+	}
+	return nil
+}
+
+// ownedBy returns the hold that an unlock through hd with ctx owner o
+// acts on (see hold.owns), with a level of hd's side left, or nil. c.mu is
+// held.
+func (st *lockState) ownedBy(o *owner, hd *handle) *hold {
+	for i := len(st.holds) - 1; i >= 0; i-- {
+		h := st.holds[i]
+		if h.ending || !h.owns(o, hd) {
+			continue
+		}
+		if hd.read && h.reads > 0 || !hd.read && h.levels > 0 {
+			return h
+		}
+	}
+	return nil
+}
+
+// promoteLocked tells the first waiter of st to ask the store, when it has
+// not been told yet and, for a Mutex, no owner of the Client holds the
+// name. c.mu is held.
 func (c *Client) promoteLocked(st *lockState) {
-	if st.holder != nil || st.asking || len(st.queue) == 0 {
+	if st.asking || len(st.queue) == 0 || !st.weighted && len(st.holds) > 0 {
 		return
 	}
 	st.asking = true
@@ -62,7 +93,7 @@ func (w *waiter) signal() {
 
 // removeLocked takes w out of st's queue; the next waiter may then ask.
 // c.mu is held.
-func (c *Client) removeLocked(name string, st *lockState, w *waiter) {
+func (c *Client) removeLocked(key lockKey, st *lockState, w *waiter) {
 	i := slices.Index(st.queue, w)
 	if i < 0 {
 		return
@@ -72,24 +103,25 @@ func (c *Client) removeLocked(name string, st *lockState, w *waiter) {
 		st.asking = false
 	}
 	c.promoteLocked(st)
-	c.dropIfIdleLocked(name, st)
+	c.dropIfIdleLocked(key, st)
 }
 
-// dropIfIdleLocked forgets st once nobody holds or waits for name. c.mu is
+// dropIfIdleLocked forgets st once nobody holds or waits for key. c.mu is
 // held.
-func (c *Client) dropIfIdleLocked(name string, st *lockState) {
-	if st.holder == nil && len(st.queue) == 0 && c.locks[name] == st {
-		delete(c.locks, name)
+func (c *Client) dropIfIdleLocked(key lockKey, st *lockState) {
+	if len(st.holds) == 0 && len(st.queue) == 0 && c.locks[key] == st {
+		delete(c.locks, key)
 	}
 }
 
-// ask asks the store for r.Name once (try), or until it is granted or ctx
-// ends.
-func (c *Client) ask(ctx context.Context, r backend.Request, wait bool) (backend.Lease, error) {
+// ask asks the store for r once (try), or until it is granted or ctx ends;
+// local receives when one of the Client's holds of a weighted lock ends.
+func (c *Client) ask(ctx context.Context, r backend.Request, wait bool, local <-chan struct{}) (backend.Lease, error) {
 	if !wait {
 		return c.d.Acquire(ctx, r)
 	}
-	return c.poll(ctx, r)
+	r.Queue = r.Kind != backend.Mutex
+	return c.poll(ctx, r, local)
 }
 
 // Back-off of a waiter whose store keeps no queue: each pause is drawn from
@@ -112,14 +144,26 @@ const (
 // attempts are retried, each time by a new owner: an attempt whose outcome
 // was unknown is released by its owner, and a driver may release it again
 // later. When ctx ends, the error says what the store last said.
-func (c *Client) poll(ctx context.Context, r backend.Request) (backend.Lease, error) {
+func (c *Client) poll(ctx context.Context, r backend.Request, local <-chan struct{}) (l backend.Lease, err error) {
+	if r.Queue {
+		if dq, ok := c.d.(backend.Dequeuer); ok {
+			// A wait that ends without a grant leaves no place behind
+			// (the owner of each attempt whose outcome was unknown, too:
+			// see below).
+			defer func() {
+				if err != nil {
+					c.dequeue(ctx, dq, r)
+				}
+			}()
+		}
+	}
 	attempt := c.d.Acquire
 	if c.waiter != nil {
 		attempt = c.waiter.AcquireWait
 	}
 	var wake <-chan struct{}
 	if c.watcher != nil {
-		ch, stop := c.watcher.Watch(r.Name)
+		ch, stop := c.watcher.Watch(r.Kind, r.Name)
 		defer stop()
 		wake = ch
 	}
@@ -158,6 +202,9 @@ func (c *Client) poll(ctx context.Context, r backend.Request) (backend.Lease, er
 			return nil, err
 		default:
 			last = err
+			if dq, ok := c.d.(backend.Dequeuer); ok && r.Queue {
+				c.dequeue(ctx, dq, r)
+			}
 			r.Owner = c.newOwner()
 		}
 		pause := next/2 + rand.N(next/2+1)
@@ -165,6 +212,10 @@ func (c *Client) poll(ctx context.Context, r backend.Request) (backend.Lease, er
 		pause = max(pause, min(took, maxBackoff))
 		if he != nil && he.Left > 0 {
 			pause = min(pause, he.Left)
+		}
+		if r.Queue {
+			// Ask again well before the place lapses.
+			pause = min(pause, r.TTL/3)
 		}
 		pause = max(pause, time.Millisecond)
 		if t == nil {
@@ -175,6 +226,7 @@ func (c *Client) poll(ctx context.Context, r backend.Request) (backend.Lease, er
 		select {
 		case <-t.C:
 		case <-wake:
+		case <-local:
 		case <-ctx.Done():
 			if last != nil {
 				return nil, last
@@ -184,10 +236,21 @@ func (c *Client) poll(ctx context.Context, r backend.Request) (backend.Lease, er
 	}
 }
 
+// dequeue takes r.Owner's place off the store's queue, within the release
+// timeout, even when ctx is done.
+func (c *Client) dequeue(ctx context.Context, dq backend.Dequeuer, r backend.Request) {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.releaseTimeout)
+	defer cancel()
+	if err := dq.Dequeue(dctx, r); err != nil {
+		c.cfg.logger.Warn("locker: leaving the queue failed; the place lapses after its lease", "name", r.Name, "err", err)
+	}
+}
+
 // permanent reports whether a store error ends a wait rather than being
-// retried: bad input, a closed driver, a missing ability.
+// retried: bad input, a closed driver, a missing ability, a limit that
+// another Client set.
 func permanent(err error) bool {
-	for _, s := range []error{backend.ErrInvalidName, backend.ErrInvalidTTL, backend.ErrClosed, backend.ErrNotSupported, backend.ErrBadURL, ErrInvalidOption} {
+	for _, s := range []error{backend.ErrInvalidName, backend.ErrInvalidTTL, backend.ErrClosed, backend.ErrNotSupported, backend.ErrBadURL, ErrInvalidOption, backend.ErrLimitConflict} {
 		if errors.Is(err, s) {
 			return true
 		}
