@@ -20,6 +20,9 @@ const (
 	CapDeclaration  = "declaration"
 	CapOwnership    = "ownership"
 	CapFaults       = "faults"
+	CapSemaphore    = "semaphore"
+	CapRWMutex      = "rwmutex"
+	CapMultiLock    = "multilock"
 )
 
 // checks is the whole suite, in the order it runs.
@@ -36,6 +39,9 @@ var checks = concat(
 	scaleChecks,
 	closeChecks,
 	faultChecks,
+	semaphoreChecks,
+	rwmutexChecks,
+	multilockChecks,
 )
 
 func concat(lists ...[]check) []check {

@@ -55,6 +55,13 @@ type Harness struct {
 	// counters to survive or holders to be told.
 	KillServer func(ctx context.Context) (restart func(context.Context) error, err error)
 
+	// Footprint, optional, counts the records (keys, rows, documents,
+	// nodes) that the store keeps for the locks whose names start with
+	// "conformance/" — the suite's — so that a check can see that using
+	// one lock over and over, with cancelled and crashed holders, does
+	// not grow the store. Without it that check is skipped.
+	Footprint func(ctx context.Context) (int, error)
+
 	// SessionTTL is how long a SessionLease driver's session outlives a
 	// client that stopped talking to the store: how long a paused
 	// client's holds last. Default TTL.
@@ -103,8 +110,9 @@ type Report struct {
 // Interfaces tells which optional interfaces of package backend a driver
 // implements: each field is named after one, and lists every one (a test
 // of this package compares the fields with package backend's source).
-// Passer is a Lease's, found on the lease of the suite's first attempt; the
-// others are the Driver's.
+// Passer is a Lease's, found on the lease of the suite's first attempt;
+// Downgrader is found on a Semaphore lease of a driver that declares
+// Weighted; the others are the Driver's.
 type Interfaces struct {
 	Waiter         bool
 	Watcher        bool
@@ -112,22 +120,27 @@ type Interfaces struct {
 	QueueInspector bool
 	BatchRenewer   bool
 	LogSetter      bool
+	Dequeuer       bool
 	Passer         bool
+	Downgrader     bool
 }
 
-// interfacesOf reports the optional interfaces of d, and of l, a lease
-// that d granted.
-func interfacesOf(d backend.Driver, l backend.Lease) Interfaces {
+// interfacesOf reports the optional interfaces of d, of l, a Mutex lease
+// that d granted, and of wl, a weighted lease that d granted (nil when d
+// has none).
+func interfacesOf(d backend.Driver, l, wl backend.Lease) Interfaces {
 	_, waiter := d.(backend.Waiter)
 	_, watcher := d.(backend.Watcher)
 	_, inspector := d.(backend.Inspector)
 	_, queue := d.(backend.QueueInspector)
 	_, batch := d.(backend.BatchRenewer)
 	_, logs := d.(backend.LogSetter)
+	_, dequeuer := d.(backend.Dequeuer)
 	_, passer := l.(backend.Passer)
+	_, downgrader := wl.(backend.Downgrader)
 	return Interfaces{
 		Waiter: waiter, Watcher: watcher, Inspector: inspector, QueueInspector: queue,
-		BatchRenewer: batch, LogSetter: logs, Passer: passer,
+		BatchRenewer: batch, LogSetter: logs, Dequeuer: dequeuer, Passer: passer, Downgrader: downgrader,
 	}
 }
 
@@ -217,7 +230,16 @@ func Run(t *testing.T, h Harness) *Report {
 		_ = d.Close()
 		t.Fatalf("conformance: refused: %v", err)
 	}
-	ifs := interfacesOf(d, l)
+	var wl backend.Lease
+	if caps.Weighted {
+		wl, err = d.Acquire(ctx, backend.Request{Name: "conformance/" + id + "/try-once-weighted", Owner: id + "/w", TTL: 30 * time.Second, Kind: backend.Semaphore, Limit: 2, Weight: 2})
+		if err != nil {
+			_ = d.Close()
+			t.Fatalf("conformance: the driver declares Weighted, and a Semaphore's first Acquire failed: %v", err)
+		}
+		_ = wl.Release(ctx)
+	}
+	ifs := interfacesOf(d, l, wl)
 	if err := d.Close(); err != nil {
 		t.Errorf("conformance: Close of a fresh driver: %v", err)
 	}

@@ -41,9 +41,10 @@ func TestBrokenDriverSuite(t *testing.T) {
 			d, f := broken.New(kind, store)
 			return d, f, nil
 		},
-		TTL:     300 * time.Millisecond,
-		Timeout: 20 * time.Second,
-		Scale:   500,
+		Footprint: func(context.Context) (int, error) { return store.Len(), nil },
+		TTL:       300 * time.Millisecond,
+		Timeout:   20 * time.Second,
+		Scale:     500,
 	})
 	b, err := json.Marshal(rep)
 	if err != nil {
@@ -117,6 +118,41 @@ func TestSuiteCatchesBrokenDrivers(t *testing.T) {
 		broken.RemembersHeld: {
 			"spi/acquire_is_one_attempt_that_remembers_nothing",
 		},
+		broken.NoWriterPreference: {
+			"rwmutex/a_waiting_writer_keeps_new_readers_out_and_gets_in_when_the_readers_leave",
+		},
+		broken.KeepsPlace: {
+			"rwmutex/a_writer_that_gives_up_lets_readers_in_at_once",
+			"semaphore/cancelled_and_timed_out_acquisitions_leave_the_whole_limit",
+		},
+		broken.DowngradeReleases: {
+			"rwmutex/a_downgrade_keeps_a_queued_writer_out_and_the_read_hold_is_renewed",
+		},
+		broken.ReadsNotRenewed: {
+			"rwmutex/read_holds_are_renewed_well_past_the_ttl",
+			"rwmutex/a_downgrade_keeps_a_queued_writer_out_and_the_read_hold_is_renewed",
+		},
+		broken.AliasesKinds: {
+			"kinds/a_mutex_a_semaphore_and_a_read_write_lock_of_one_name_are_three_locks",
+		},
+		broken.NoLimitCheck: {
+			"semaphore/the_limit_is_stored_with_the_name_and_a_conflict_is_an_error",
+		},
+		broken.PermitsOutliveHolders: {
+			"semaphore/a_crashed_holders_permits_come_back_after_its_lease",
+		},
+		broken.MissesWakeups: {
+			"semaphore/a_waiter_for_several_permits_is_not_overtaken_and_wakes_when_they_are_free",
+		},
+		broken.RenewRecreates: {
+			"semaphore/spi_a_renewal_never_brings_back_an_expired_permit",
+		},
+		broken.GrowsStore: {
+			"semaphore/using_one_name_over_and_over_does_not_grow_the_store",
+		},
+		broken.ReleaseLies: {
+			"multilock/an_acquisition_that_fails_or_is_cancelled_leaves_nothing_held",
+		},
 	}
 	// Checks that must pass on the broken driver, to show that a failure in
 	// a cleanup or under the race detector is what fails the others.
@@ -127,6 +163,18 @@ func TestSuiteCatchesBrokenDrivers(t *testing.T) {
 		broken.DataRace:           {"trylock/returns_at_once_when_held_elsewhere"},
 		broken.HoldsIgnoresPrefix: {"inspect/force_release_frees_the_lock_and_its_holder_learns_it"},
 		broken.ForceReleaseNoop:   {"inspect/holds_lists_each_hold_by_prefix_with_its_token"},
+		// The weighted faults spare what they do not touch.
+		broken.NoWriterPreference:    {"rwmutex/readers_share_and_a_writer_excludes_everyone_across_clients"},
+		broken.KeepsPlace:            {"rwmutex/read_holds_are_renewed_well_past_the_ttl"},
+		broken.DowngradeReleases:     {"rwmutex/a_waiting_writer_keeps_new_readers_out_and_gets_in_when_the_readers_leave"},
+		broken.ReadsNotRenewed:       {"semaphore/never_more_permits_than_the_limit_across_clients_and_goroutines"},
+		broken.AliasesKinds:          {"semaphore/the_limit_is_stored_with_the_name_and_a_conflict_is_an_error"},
+		broken.NoLimitCheck:          {"rwmutex/an_upgrade_fails_at_once"},
+		broken.PermitsOutliveHolders: {"semaphore/the_limit_is_stored_with_the_name_and_a_conflict_is_an_error"},
+		broken.MissesWakeups:         {"semaphore/the_limit_is_stored_with_the_name_and_a_conflict_is_an_error"},
+		broken.RenewRecreates:        {"semaphore/a_crashed_holders_permits_come_back_after_its_lease"},
+		broken.GrowsStore:            {"semaphore/the_limit_is_stored_with_the_name_and_a_conflict_is_an_error"},
+		broken.ReleaseLies:           {"multilock/sets_given_in_opposite_orders_never_deadlock"},
 	}
 	for _, kind := range broken.Kinds {
 		t.Run(kind, func(t *testing.T) {

@@ -106,23 +106,23 @@ var exclusionChecks = []check{
 	},
 }
 
-// acquireSomehow takes m with Lock, TryLock in a loop, or LockTimeout in a
+// acquireSomehow takes l with Lock, TryLock in a loop, or LockTimeout in a
 // loop, by round, so that every way to acquire is part of the exclusion
-// check.
-func acquireSomehow(ctx context.Context, m *locker.Mutex, round int) error {
+// checks.
+func acquireSomehow(ctx context.Context, l locker.Locker, round int) error {
 	switch round % 3 {
 	case 0:
-		return m.Lock(ctx)
+		return l.Lock(ctx)
 	case 1:
 		for {
-			ok, err := m.LockTimeout(ctx, 50*time.Millisecond)
+			ok, err := l.LockTimeout(ctx, 50*time.Millisecond)
 			if err != nil || ok {
 				return err
 			}
 		}
 	default:
 		for {
-			ok, err := m.TryLock(ctx)
+			ok, err := l.TryLock(ctx)
 			if err != nil || ok {
 				return err
 			}

@@ -20,16 +20,18 @@ func TestInterfacesOfSetsEveryField(t *testing.T) {
 		backend.QueueInspector
 		backend.BatchRenewer
 		backend.LogSetter
+		backend.Dequeuer
 	}
 	type allLease struct {
 		backend.Lease
 		backend.Passer
+		backend.Downgrader
 	}
 	type bareDriver struct{ backend.Driver }
 	type bareLease struct{ backend.Lease }
 
-	all := reflect.ValueOf(interfacesOf(allDriver{}, allLease{}))
-	none := reflect.ValueOf(interfacesOf(bareDriver{}, bareLease{}))
+	all := reflect.ValueOf(interfacesOf(allDriver{}, allLease{}, allLease{}))
+	none := reflect.ValueOf(interfacesOf(bareDriver{}, bareLease{}, bareLease{}))
 	for i := range all.NumField() {
 		name := all.Type().Field(i).Name
 		if !all.Field(i).Bool() {

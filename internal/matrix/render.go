@@ -37,6 +37,9 @@ var rows = []row{
 	{title: "Holds kept alive by a session", cap: conformance.CapSessionLease, decl: declared(func(c backend.Capabilities) bool { return c.SessionLease })},
 	{title: "Inspect and force-release", cap: conformance.CapInspect, decl: func(r *conformance.Report) bool { return r.Interfaces.Inspector }},
 	{title: "Thousands of names without growth", cap: conformance.CapScale},
+	{title: "Semaphores: N permits, each a leased, fenced hold; limit conflicts refused", cap: conformance.CapSemaphore, decl: declared(func(c backend.Capabilities) bool { return c.Weighted })},
+	{title: "Read-write locks: writer-preferring, atomic downgrade, upgrade refused", cap: conformance.CapRWMutex, decl: declared(func(c backend.Capabilities) bool { return c.Weighted })},
+	{title: "Multi-locks: all or nothing, one deadline, deadlock-free, lost together", cap: conformance.CapMultiLock},
 	{title: "Bad input gives clear errors", cap: conformance.CapInput},
 	{title: "Declaration matches behaviour", cap: conformance.CapDeclaration},
 }

@@ -68,6 +68,42 @@ const (
 	// of its own behind the SPI (golocker's SQL and MongoDB drivers' ticket
 	// memory, which package locker now owns).
 	RemembersHeld = "remembers-held"
+
+	// The broken drivers of the weighted primitives (weighted.go).
+
+	// NoWriterPreference lets readers in while a writer waits: a writer's
+	// wait leaves no trace in the store (Redisson #5379).
+	NoWriterPreference = "no-writer-preference"
+	// KeepsPlace leaves a waiter's place in the queue when its wait ends,
+	// until the place lapses (CURATOR-315: orphaned lease nodes).
+	KeepsPlace = "keeps-place"
+	// DowngradeReleases downgrades by releasing and acquiring again, which
+	// lets a queued writer in between (CURATOR-276).
+	DowngradeReleases = "downgrade-releases"
+	// ReadsNotRenewed renews nothing for a read hold (Redisson #4217).
+	ReadsNotRenewed = "reads-not-renewed"
+	// AliasesKinds keeps the Mutex, Semaphore and RWMutex of one name in
+	// one place (Redisson #4023).
+	AliasesKinds = "aliases-kinds"
+	// NoLimitCheck keeps each limit of a name apart instead of refusing a
+	// conflict (Curator's unchecked maxLeases).
+	NoLimitCheck = "no-limit-check"
+	// PermitsOutliveHolders renews weighted holds in the store on its own,
+	// so a crashed holder's permits never come back (Redisson #2045).
+	PermitsOutliveHolders = "permits-outlive-holders"
+	// MissesWakeups never wakes a waiter for more than one permit
+	// (Redisson #6664).
+	MissesWakeups = "misses-wakeups"
+	// RenewRecreates takes a weighted hold again when its renewal finds it
+	// expired (swarthy/redis-semaphore #175).
+	RenewRecreates = "renew-recreates"
+	// GrowsStore leaves a record in the store for every weighted
+	// acquisition (Redisson #4100).
+	GrowsStore = "grows-store"
+	// ReleaseLies reports a release that frees nothing: the hold stays
+	// until its lease runs out (a multi-lock's names stay held, Redisson
+	// #4456).
+	ReleaseLies = "release-lies"
 )
 
 // Kinds lists every broken driver.
@@ -75,6 +111,9 @@ var Kinds = []string{
 	NoOwnerCheck, ConstantTokens, IgnoresCtx, OverDeclares, SameDriverStale, StaleGrant,
 	PhantomWaiter, AbandonsWait, StrandsOnDeadline, GivesUpAfterTTL, PrefixBlocks, CloseFails,
 	DataRace, BlockingOnly, HoldsIgnoresPrefix, ForceReleaseNoop, RemembersHeld,
+	NoWriterPreference, KeepsPlace, DowngradeReleases, ReadsNotRenewed, AliasesKinds,
+	NoLimitCheck, PermitsOutliveHolders, MissesWakeups, RenewRecreates, GrowsStore,
+	ReleaseLies,
 }
 
 // Faults is what the suite needs to inject faults (conformance.Faults).
@@ -88,7 +127,7 @@ type Faults interface {
 
 // New returns a broken driver of kind on store, and its fault controls.
 func New(kind string, store *locallock.Store) (backend.Driver, Faults) {
-	d := &driver{d: locallock.New(store), kind: kind, owners: make(map[string]bool), held: make(map[string]time.Time)}
+	d := &driver{d: locallock.New(store), kind: kind, owners: make(map[string]bool), held: make(map[string]time.Time), closing: make(chan struct{})}
 	if kind == OverDeclares {
 		// No QueueInspector, although it declares FIFO.
 		return d, &d.gate
@@ -101,9 +140,11 @@ type driver struct {
 	d    *locallock.Driver
 	kind string
 
-	mu     sync.Mutex
-	owners map[string]bool      // SameDriverStale: every owner this driver granted
-	held   map[string]time.Time // RemembersHeld: when a request last found its lock held
+	mu       sync.Mutex
+	owners   map[string]bool      // SameDriverStale: every owner this driver granted
+	held     map[string]time.Time // RemembersHeld: when a request last found its lock held
+	renewals sync.WaitGroup       // PermitsOutliveHolders: the store's own renewals
+	closing  chan struct{}        // closed by Close: ends them
 }
 
 type queueDriver struct{ *driver }
@@ -116,6 +157,7 @@ func (d *driver) Capabilities() backend.Capabilities { return d.d.Capabilities()
 
 func (d *driver) Close() error {
 	d.Resume()
+	d.stopRenewals()
 	err := d.d.Close()
 	if d.kind == CloseFails {
 		return errors.New("broken: close failed")
@@ -151,6 +193,7 @@ func (d *driver) Acquire(ctx context.Context, r backend.Request) (backend.Lease,
 	case RemembersHeld:
 		return d.remember(ctx, r)
 	}
+	r = d.rewrite(r)
 	return d.call(ctx, r, d.d.Acquire)
 }
 
@@ -175,6 +218,10 @@ func (d *driver) remember(ctx context.Context, r backend.Request) (backend.Lease
 func (d *driver) AcquireWait(ctx context.Context, r backend.Request) (backend.Lease, error) {
 	if d.kind == DataRace {
 		defer raceIfConcurrent()()
+	}
+	r = d.rewrite(r)
+	if wait := d.weightedWait(r); wait != nil {
+		return d.call(ctx, r, wait)
 	}
 	switch d.kind {
 	case IgnoresCtx:
@@ -259,7 +306,9 @@ func (d *driver) wrap(l backend.Lease, r backend.Request) backend.Lease {
 	d.mu.Lock()
 	d.owners[r.Owner] = true
 	d.mu.Unlock()
-	return &lease{Lease: l, d: d, name: r.Name, owner: r.Owner}
+	wl := &lease{Lease: l, d: d, name: r.Name, owner: r.Owner, req: r}
+	d.granted(wl)
+	return wl
 }
 
 type lease struct {
@@ -267,8 +316,10 @@ type lease struct {
 	d     *driver
 	name  string
 	owner string
+	req   backend.Request
 	token uint64    // when set, the token it reports
 	start time.Time // when set, the start it reports
+	stop  func()    // PermitsOutliveHolders: stops the store's own renewals
 }
 
 func (l *lease) Start() time.Time {
@@ -320,6 +371,12 @@ func (l *lease) Renew(ctx context.Context, ttl time.Duration) error {
 		if l.ownedByDriver(ctx) {
 			return nil
 		}
+	case ReadsNotRenewed:
+		if l.req.Kind == backend.RWMutex && l.req.Weight == 1 {
+			return nil
+		}
+	case RenewRecreates:
+		return l.renewRecreating(ctx, ttl)
 	}
 	return l.Lease.Renew(ctx, ttl)
 }
@@ -327,6 +384,9 @@ func (l *lease) Renew(ctx context.Context, ttl time.Duration) error {
 func (l *lease) Release(ctx context.Context) error {
 	if err := l.d.wait(ctx); err != nil {
 		return err
+	}
+	if l.stop != nil {
+		l.stop()
 	}
 	switch l.d.kind {
 	case NoOwnerCheck:
@@ -337,6 +397,8 @@ func (l *lease) Release(ctx context.Context) error {
 		if l.ownedByDriver(ctx) {
 			return ignoreNotHeld(l.d.ForceRelease(ctx, l.name))
 		}
+	case ReleaseLies:
+		return nil
 	}
 	return l.Lease.Release(ctx)
 }
