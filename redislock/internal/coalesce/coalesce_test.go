@@ -65,6 +65,17 @@ func awaitLoad(t *testing.T, co *Coalescer, direct, queued int, flushing bool) {
 	})
 }
 
+// runAsync starts co.Run of the call of prefix+name, whose reply is name,
+// and returns its error's channel.
+func runAsync(ctx context.Context, co *Coalescer, prefix, name string, abandoned func(any, error)) <-chan error {
+	got := make(chan error, 1)
+	go func() {
+		_, err := co.Run(ctx, []string{prefix + name}, []any{name}, abandoned)
+		got <- err
+	}()
+	return got
+}
+
 // TestEveryCallerGetsItsReply: many calls at once, some on their own and
 // the rest in pipelines, each run once with its caller's reply; and with
 // every call pipelined, the calls share the connection's writes.
@@ -111,20 +122,12 @@ func TestAQueuedCallWhoseCallerGivesUpIsNotSent(t *testing.T) {
 	co := New(c, count, 0, time.Minute)
 	defer co.Close()
 	fn.Pause()
-	first := make(chan error, 1)
-	go func() {
-		_, err := co.Run(ctx, []string{prefix + "first"}, []any{"first"}, nil)
-		first <- err
-	}()
+	first := runAsync(ctx, co, prefix, "first", nil)
 	awaitLoad(t, co, 0, 0, true) // the first call is on its way
 	gctx, giveUp := context.WithCancel(ctx)
-	second := make(chan error, 1)
-	go func() {
-		_, err := co.Run(gctx, []string{prefix + "second"}, []any{"second"}, func(any, error) {
-			t.Error("a call that was never sent got a reply")
-		})
-		second <- err
-	}()
+	second := runAsync(gctx, co, prefix, "second", func(any, error) {
+		t.Error("a call that was never sent got a reply")
+	})
 	awaitLoad(t, co, 0, 1, true)
 	giveUp()
 	if err := drivertest.Receive(t, second, time.Minute, "the queued call"); !Gone(err) || !errors.Is(err, context.Canceled) {
@@ -149,13 +152,9 @@ func TestASentCallIsWaitedFor(t *testing.T) {
 	defer co.Close()
 	fn.Pause()
 	gctx, giveUp := context.WithCancel(ctx)
-	got := make(chan error, 1)
-	go func() {
-		_, err := co.Run(gctx, []string{prefix + "sent"}, []any{"sent"}, func(any, error) {
-			t.Error("the reply of a call waited for went to the abandoned function")
-		})
-		got <- err
-	}()
+	got := runAsync(gctx, co, prefix, "sent", func(any, error) {
+		t.Error("the reply of a call waited for went to the abandoned function")
+	})
 	awaitLoad(t, co, 0, 0, true)
 	giveUp()
 	fn.Resume()
@@ -177,17 +176,13 @@ func TestAnAbandonedCallsReplyGoesToItsFunction(t *testing.T) {
 	defer co.Close()
 	fn.Pause()
 	gctx, giveUp := context.WithCancel(ctx)
-	got := make(chan error, 1)
 	replies := make(chan any, 1)
-	go func() {
-		_, err := co.Run(gctx, []string{prefix + "abandoned"}, []any{"abandoned"}, func(res any, err error) {
-			if err != nil {
-				t.Errorf("the abandoned call's reply: %v", err)
-			}
-			replies <- res
-		})
-		got <- err
-	}()
+	got := runAsync(gctx, co, prefix, "abandoned", func(res any, err error) {
+		if err != nil {
+			t.Errorf("the abandoned call's reply: %v", err)
+		}
+		replies <- res
+	})
 	awaitLoad(t, co, 0, 0, true)
 	giveUp()
 	if err := drivertest.Receive(t, got, time.Minute, "the abandoned call"); !Gone(err) {
