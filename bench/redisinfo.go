@@ -17,7 +17,7 @@ import (
 // GET adds one call each to eval, set and get). TestScriptCommands checks
 // these sets with MONITOR, which tells the two apart.
 var ScriptCommands = map[string][]string{
-	// redislock/scripts/*.lua
+	// redislock/internal/scripts/*.lua
 	Golocker: {"hmget", "exists", "pttl", "incr", "hset", "pexpire", "hget", "del", "publish",
 		"time", "lindex", "lpop", "hdel", "hexists", "rpush", "lrem", "lrange", "incrby", "get"},
 	// redsync's deleteScript and touchScript; it sends SET NX PX itself.

@@ -123,7 +123,7 @@ func startCluster(t testserver.TB, _ time.Duration) *topology {
 		serverFault: fFailover,
 		perName:     true,
 		inject: func(ctx context.Context, name string) (func(context.Context) error, string, error) {
-			// The driver's key for name (redislock/keys.go): the default
+			// The driver's key for name (redislock/internal/keys): the default
 			// prefix and the name as the hash tag.
 			key := "golocker:{" + name + "}"
 			return killAndRecover(func(ctx context.Context, _ string) (*redisserver.RedisServer, error) { return c.KeyOwner(ctx, key) },

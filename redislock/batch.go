@@ -10,6 +10,7 @@ import (
 	"github.com/golocker/locker/backend"
 	"github.com/golocker/locker/internal/driverkit"
 	"github.com/golocker/locker/internal/keyslot"
+	"github.com/golocker/locker/redislock/internal/scripts"
 )
 
 // renewChunk is how many leases one renew_many.lua call renews at most: a
@@ -47,12 +48,12 @@ func (d *Driver) RenewBatch(ctx context.Context, items []backend.RenewItem) {
 	pipe := d.client.Pipeline()
 	driverkit.Batches(items, d, "redislock", func(l *lease) *Driver { return l.d }, key, renewChunk, func(g group, idx []int, leases []*lease) {
 		c := call{idx: idx, leases: leases, keys: make([]string, len(idx)), args: make([]any, 1, len(idx)+1)}
-		c.args[0] = ms(g.ttl)
+		c.args[0] = scripts.MS(g.ttl)
 		for j, l := range leases {
 			c.keys[j] = l.key
-			c.args = append(c.args, l.redisOwner())
+			c.args = append(c.args, l.RedisOwner())
 		}
-		c.cmd = renewManyScript.EvalSha(ctx, pipe, c.keys, c.args...)
+		c.cmd = scripts.RenewMany.EvalSha(ctx, pipe, c.keys, c.args...)
 		calls = append(calls, c)
 	})
 	_, _ = pipe.Exec(ctx)
@@ -60,7 +61,7 @@ func (d *Driver) RenewBatch(ctx context.Context, items []backend.RenewItem) {
 		res, err := c.cmd.Slice()
 		if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
 			// The server does not know the script yet: EVAL loads it.
-			res, err = renewManyScript.Run(ctx, d.client, c.keys, c.args...).Slice()
+			res, err = scripts.RenewMany.Run(ctx, d.client, c.keys, c.args...).Slice()
 		}
 		for j, i := range c.idx {
 			l := c.leases[j]
@@ -73,13 +74,11 @@ func (d *Driver) RenewBatch(ctx context.Context, items []backend.RenewItem) {
 				n, ok = res[j].(int64)
 			}
 			if !ok {
-				items[i].Err = errReply
+				items[i].Err = scripts.ErrReply
 				continue
 			}
-			if l.c != nil {
-				d.renewed(l, sent, n == 1)
-			}
-			items[i].Err = ownerReply(n)
+			d.chains.Renewed(l.c, sent, n == 1)
+			items[i].Err = scripts.OwnerReply(n)
 		}
 	}
 }

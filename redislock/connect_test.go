@@ -43,3 +43,21 @@ func TestOpenConnectErrors(t *testing.T) {
 		{Name: "redlock refused", URL: "redlock://" + refused + "," + refused2 + "," + refused3, Want: []string{"connection refused"}},
 	})
 }
+
+// TestOpenHidesThePassword opens URLs with a password that fail in every
+// way, through locker.Open and through Open (package redlock's for redlock://).
+func TestOpenHidesThePassword(t *testing.T) {
+	t.Parallel()
+	const pw = "s3cr3t-pw"
+	// A second each: go-redis would retry dialling for seconds.
+	drivertest.OpenFailures(t, pw, time.Second, redislock.Open,
+		"redis://u:"+pw+"@127.0.0.1:1/0?dial_timeout=100ms", // nothing listens on port 1
+		"redis://u:"+pw+"@127.0.0.1:1/0?unknown=1",          // a bad parameter
+		"redis://u:"+pw+"@127.0.0.1:1/x",                    // a bad database
+		"redis+sentinel://:"+pw+"@127.0.0.1:1/m?dial_timeout=100ms&sentinel_password="+pw,
+		"redis+cluster://u:"+pw+"@127.0.0.1:1?dial_timeout=100ms",
+		"redlock://u:"+pw+"@127.0.0.1:1,127.0.0.1:2,127.0.0.1:3?dial_timeout=100ms",
+		"rediss://u:"+pw+"@127.0.0.1:1?tls_ca_file=/nonexistent",
+		"redis://u:"+pw+"@127.0.0.1:1?sentinel_password="+pw,
+	)
+}

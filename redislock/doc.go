@@ -1,6 +1,8 @@
 // Package redislock is the Redis driver of package locker: standalone
-// Redis, Redis Sentinel, Redis Cluster (all through a go-redis
-// UniversalClient), and RedLock over several independent Redis instances.
+// Redis, Redis Sentinel and Redis Cluster, all through a go-redis
+// UniversalClient. RedLock, over several independent Redis instances, is
+// package redlock (github.com/golocker/locker/redislock/redlock), whose
+// redlock:// scheme importing this package registers too.
 //
 // Most code opens it by URL and uses package locker:
 //
@@ -22,23 +24,21 @@
 //	rediss://[user:password@]host[:6379][/db]                      TLS
 //	redis+sentinel://[user:password@]h1[:26379],h2[:26379]/master[/db]
 //	redis+cluster://[user:password@]h1[:6379],h2[:6379]
-//	redlock://[user:password@]h1[:6379],h2[:6379],h3[:6379][/db]   at least 3 instances
+//	redlock://[user:password@]h1[:6379],h2[:6379],h3[:6379][/db]   package redlock
 //
-// The user and password are those of the data servers (for RedLock, of
-// every instance). With several hosts, the last one needs its port (a
-// limit of net/url). Query parameters, all optional; an unknown one is an
-// error:
+// The user and password are those of the data servers. With several
+// hosts, the last one needs its port (a limit of net/url). Query
+// parameters, all optional; an unknown one is an error:
 //
 //	key_prefix=golocker:       prefix of every key (WithKeyPrefix)
 //	dial_timeout=5s, read_timeout=3s, write_timeout=3s, pool_size=N   go-redis settings
-//	wait_replicas=N            not redlock (WithWaitReplicas)
+//	wait_replicas=N            WithWaitReplicas
 //	wait_timeout=50ms          with wait_replicas
-//	batch=N                    not redlock, not with wait_replicas (WithBatch; default 0)
-//	keyspace_events=true|false not redlock (WithKeyspaceEvents; default: ask the servers)
+//	batch=N                    not with wait_replicas (WithBatch; default 0)
+//	keyspace_events=true|false WithKeyspaceEvents; default: ask the servers
 //	sentinel_username=, sentinel_password=    redis+sentinel: the sentinels' own credentials
 //	tls_server_name=, tls_insecure_skip_verify=false, tls_ca_file=,
 //	tls_cert_file=, tls_key_file=             rediss
-//	instance_timeout=          redlock (WithInstanceTimeout)
 //
 // Clients opened from a URL have ContextTimeoutEnabled, so a ctx deadline
 // bounds every call, and are closed by the driver's Close. Open returns
@@ -58,8 +58,9 @@
 // golocker:{orders/42}:waiters (each one's deadline, lease and inbox),
 // which expire when nobody waits. The name is the keys' hash tag, so on a
 // Cluster they share a slot ('%', '{' and '}' in a name are written %25,
-// %7B, %7D). Lua scripts in scripts/ acquire, release, renew, free by
-// force and count waiters; they run with EVALSHA, falling back to EVAL.
+// %7B, %7D). Lua scripts (internal/scripts/*.lua) acquire, release, renew,
+// free by force and count waiters; they run with EVALSHA, falling back to
+// EVAL.
 // Each Driver also has a pub/sub channel of its own, its inbox,
 // golocker:inbox:<128 random bits>, and, when it watches its keys (Lost
 // holds, below), subscribes to the keyspace channels of the keys it holds,
@@ -76,8 +77,6 @@
 //
 // # Capabilities
 //
-// Driver (redis, rediss, redis+sentinel, redis+cluster):
-//
 //   - Fencing: tokens from the per-name counter, strictly increasing.
 //   - Notify and FIFO: waiters queue in Redis (backend.Waiter), and a
 //     release hands the lock to the oldest one and tells its Driver by
@@ -91,10 +90,6 @@
 //   - LostSignal when the servers publish keyspace events (Lost holds,
 //     below); otherwise the next renewal finds a deleted key, and Lost
 //     closes then.
-//
-// RedLock: Expiry, CrossProcess, backend.Inspector; no Fencing (Token is
-// 0), no Notify (package locker retries with back-off), no LostSignal
-// (the next renewal finds a lost hold).
 //
 // # Lost holds
 //
@@ -185,7 +180,7 @@
 // that the grant reserved — 64, topped up before they run out), and each
 // passed hold takes the next reserved token, so tokens still strictly
 // increase across every hold and process. Holds reports the hold of the
-// moment. The chain (chain.go) is a state machine driven by events — the
+// moment. The chain (internal/chain) is a state machine driven by events — the
 // grant, a pass, a "q" message, a pub/sub reconnect, a renewal, a
 // reservation, the end — and passes only while:
 //
@@ -237,15 +232,6 @@
 // Pub/sub uses classic channels, which a Cluster broadcasts to every node,
 // so a Driver's one connection to any node hears every grant to it.
 //
-// RedLock (redlock://, NewRedLock) follows the algorithm of the Redis
-// documentation over N independent instances: the acquire script runs on
-// all of them at once, each bounded by a short timeout; the lock is held if
-// a majority granted it and the time that took leaves a validity (TTL −
-// elapsed − drift, drift = TTL/100 + 2ms) above zero. Otherwise it is
-// released on every instance that granted it or did not answer. Renewal and
-// release also need a majority. Losing fewer than half of the instances
-// loses no lock.
-//
 // # Failover
 //
 // Redis replicates asynchronously. When a master fails, the replica that
@@ -274,23 +260,26 @@
 // the highest it has seen. Fencing tokens, not the lock, are what protect
 // the resource.
 //
-// RedLock avoids the replication problem (no replicas), but its safety
-// rests on bounded clock drift and process pauses, and it has no fencing.
+// RedLock (package redlock) avoids the replication problem (no
+// replicas), but its safety rests on bounded clock drift and process
+// pauses, and it has no fencing.
 //
 // # Options
 //
-// WithKeyPrefix, WithWaitReplicas, WithBatch (Driver), WithInstanceTimeout
-// (RedLock) and WithDialer (both, for the clients Open creates) configure
-// New, NewRedLock and Open; each but WithDialer has the URL parameter named
-// above. An option that does not apply to a driver is an error matching
-// locker.ErrInvalidOption.
+// WithKeyPrefix, WithWaitReplicas, WithBatch, WithKeyspaceEvents and
+// WithDialer (for the clients Open creates) configure New and Open; each
+// but WithDialer has the URL parameter named above. Option is package
+// redlock's too: Open takes its options for a redlock:// URL, and
+// redlock.New takes WithKeyPrefix and WithDialer. An option that does not
+// apply to a driver is an error matching locker.ErrInvalidOption.
 //
 // # Logs
 //
-// go-redis has one logger per process. redislock installs one, when it
-// creates its first Driver, that sends go-redis's messages to the loggers
-// of the open Drivers (the Clients' loggers, locker.WithLogger), which
-// discard by default: nothing is printed on stderr. A program that wants
-// go-redis's messages elsewhere calls redis.SetLogger after opening its
-// first Driver.
+// go-redis has one logger per process, with no logger per client, and it
+// prints on stderr by default: failed dials, reconnections, a Cluster's
+// slots reloaded, and the master a Sentinel client finds, also on opening.
+// Opening or creating a driver never changes it. CaptureGoRedisLog, which
+// a program calls once at start-up, sends go-redis's messages to the
+// loggers of the open drivers (the Clients' loggers, locker.WithLogger,
+// which discard by default) and nowhere else.
 package redislock

@@ -48,22 +48,3 @@ func ExampleNew() {
 	defer c.Close()
 	_ = c.NewMutex("nightly-report")
 }
-
-// RedLock over three independent instances: a lock needs two of them.
-func ExampleNewRedLock() {
-	var clients []redis.UniversalClient
-	for _, addr := range []string{"10.0.0.1:6379", "10.0.0.2:6379", "10.0.0.3:6379"} {
-		rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
-		defer rdb.Close()
-		clients = append(clients, rdb)
-	}
-	d, err := redislock.NewRedLock(clients)
-	if err != nil {
-		log.Fatal(err)
-	}
-	c, err := locker.New(d)
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer c.Close()
-}

@@ -1,37 +1,30 @@
 package redislock
 
 // RemoteQueued reports whether d knows that another Driver's waiter
-// queued behind d's chain on name (chain.go).
+// queued behind d's chain on name (package chain).
 func RemoteQueued(d *Driver, name string) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	c := d.chains[name]
-	return c != nil && c.remote
+	st, ok := d.chains.State(name)
+	return ok && st.Remote
 }
 
 // PassTokens counts the tokens d's chain on name has left to pass.
 func PassTokens(d *Driver, name string) int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	c := d.chains[name]
-	if c == nil || c.next > c.last {
-		return 0
-	}
-	return int(c.last - c.next + 1)
+	st, _ := d.chains.State(name)
+	return st.Left
 }
 
 // Queued delivers to d the message that another Driver's waiter queued
 // behind d's hold of name.
 func Queued(d *Driver, name string) { d.onQueued(d.Key(name)) }
 
-// WithEveryAcquirePipelined makes the Driver send every acquire script
-// through the pipelines of coalesce.go, which otherwise carry only the
-// calls beyond the few in flight on their own.
-func WithEveryAcquirePipelined() Option {
-	return func(o *options) error { o.directCalls = 0; return nil }
-}
+// AcquireLoad is what d's acquire calls are: in flight on their own,
+// waiting for a pipeline, and whether pipelines are being sent.
+func AcquireLoad(d *Driver) (direct, queued int, flushing bool) { return d.acquires.Load() }
 
-// Pipelines counts the pipelines d has sent and the calls they carried.
-func Pipelines(d *Driver) (pipelines, calls int64) {
-	return d.acquires.pipelines.Load(), d.acquires.carried.Load()
-}
+// DirectAcquires is how many acquire calls a Driver sends at a time on
+// their own.
+const DirectAcquires = directCalls
+
+// CleanupTimeout bounds a clean-up call, and how long an acquisition whose
+// ctx ended waits for its call's reply.
+const CleanupTimeout = cleanupTimeout

@@ -2,17 +2,20 @@ package redislock
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/golocker/locker/backend"
+	"github.com/golocker/locker/redislock/internal/chain"
+	"github.com/golocker/locker/redislock/internal/keys"
+	"github.com/golocker/locker/redislock/internal/keyspace"
+	"github.com/golocker/locker/redislock/internal/scripts"
 )
 
 // lease is one hold on a Driver's Redis: the first of a chain (granted by
 // Redis) or a hold the chain was passed to.
 type lease struct {
 	d     *Driver
-	c     *chain // its chain; nil when it cannot be passed on
+	c     *chain.Chain // its chain; nil when it cannot be passed on
 	key   string
 	owner string // this hold's owner; Redis has the chain's
 	ttl   time.Duration
@@ -20,6 +23,8 @@ type lease struct {
 	start time.Time
 	lost  *backend.LostSignal // set before the lease is returned when the Driver watches its keys
 }
+
+var _ keyspace.Hold = (*lease)(nil)
 
 func (d *Driver) newLease(r backend.Request, key string) *lease {
 	return &lease{d: d, key: key, owner: r.Owner, ttl: r.TTL, start: time.Now()}
@@ -33,14 +38,14 @@ func (l *lease) Token() uint64 { return l.token }
 func (l *lease) Start() time.Time { return l.start }
 
 // Lost returns the signal that the Driver fires when Redis no longer has
-// the hold (keyspace.go), or nil when the Driver does not watch its keys:
-// the next renewal then finds a deleted key.
+// the hold (package keyspace), or nil when the Driver does not watch its
+// keys: the next renewal then finds a deleted key.
 func (l *lease) Lost() *backend.LostSignal { return l.lost }
 
-// redisOwner is the owner that Redis has for the hold: the chain's.
-func (l *lease) redisOwner() string {
+// RedisOwner is the owner that Redis has for the hold: the chain's.
+func (l *lease) RedisOwner() string {
 	if l.c != nil {
-		return l.c.owner
+		return l.c.Owner()
 	}
 	return l.owner
 }
@@ -48,48 +53,45 @@ func (l *lease) redisOwner() string {
 // Renew implements backend.Lease with the owner-checked renew script.
 func (l *lease) Renew(ctx context.Context, ttl time.Duration) error {
 	sent := time.Now()
-	n, err := renewScript.Run(ctx, l.d.client, []string{l.key}, l.redisOwner(), ms(ttl)).Int64()
+	n, err := scripts.Renew.Run(ctx, l.d.client, []string{l.key}, l.RedisOwner(), scripts.MS(ttl)).Int64()
 	if err != nil {
 		return l.d.storeErr(err)
 	}
 	if n == 0 || n == 1 {
-		l.d.renewed(l, sent, n == 1)
+		l.d.chains.Renewed(l.c, sent, n == 1)
 	}
-	return ownerReply(n)
+	return scripts.OwnerReply(n)
 }
 
 // Pass implements backend.Passer: the hold goes to r.Owner with the chain's
-// next reserved token when the chain says it may (chain.go); else nil, and
-// package locker releases it.
+// next reserved token when the chain says it may (package chain); else
+// nil, and package locker releases it.
 func (l *lease) Pass(_ context.Context, r backend.Request) (backend.Lease, error) {
 	d := l.d
-	d.mu.Lock()
-	c := l.c
-	passing := !d.isClosed() && d.opts.waitReplicas == 0
-	if c == nil && passing {
+	if d.isClosed() || d.opts.WaitReplicas > 0 {
+		return nil, nil
+	}
+	if l.c == nil {
 		// A waiter of the Client was there to be passed this hold, but
 		// its grant started no chain: it was taken without the inbox,
 		// which the Driver subscribes when a waiter first waits in
 		// Redis, and a Client whose waiters only ever find the lock free
 		// never has one there. Subscribe now, so that the next grant
 		// reserves tokens and passes.
-		d.startInboxLocked()
-	}
-	if c == nil || !passing || !c.holds(l.token) || !c.passable(time.Now(), r.TTL, d.opts.batch) {
-		d.mu.Unlock()
+		d.inbox.Start()
 		return nil, nil
 	}
-	token, reserve := c.pass(r.Owner)
-	next := &lease{d: d, c: c, key: c.key, owner: r.Owner, ttl: c.ttl, token: token, start: c.setAt}
-	if reserve {
-		d.background.Add(1)
+	p, reserve, ok := d.chains.Pass(l.c, l.token, r.Owner, time.Now(), r.TTL, d.opts.Batch)
+	if !ok {
+		return nil, nil
 	}
-	d.mu.Unlock()
+	next := &lease{d: d, c: l.c, key: l.key, owner: r.Owner, ttl: p.TTL, token: p.Token, start: p.SetAt}
 	if d.watch != nil {
-		d.watch.pass(l, next)
+		next.lost = backend.NewLostSignal()
+		d.watch.Pass(l.key, l, next)
 	}
-	if reserve {
-		go d.reserve(c)
+	if reserve && d.start(&d.background) {
+		go d.reserve(l.c)
 	}
 	return next, nil
 }
@@ -99,16 +101,16 @@ func (l *lease) Pass(_ context.Context, r backend.Request) (backend.Lease, error
 // chain releases as the chain's owner, if it is the chain's hold now.
 func (l *lease) Release(ctx context.Context) error {
 	if l.d.watch != nil {
-		l.d.watch.unwatch(l)
+		l.d.watch.Unwatch(l.key, l)
 	}
-	if l.c != nil && !l.d.endChain(l) {
+	if l.c != nil && !l.d.chains.End(l.c, l.token) {
 		return backend.ErrLost
 	}
-	n, err := (&lease{d: l.d, key: l.key, owner: l.redisOwner()}).release(ctx, false)
+	n, err := (&lease{d: l.d, key: l.key, owner: l.RedisOwner()}).release(ctx, false)
 	if err != nil {
 		return err
 	}
-	return ownerReply(n)
+	return scripts.OwnerReply(n)
 }
 
 // release runs the release script for the owner; with leave, the owner
@@ -118,95 +120,35 @@ func (l *lease) release(ctx context.Context, leave bool) (int64, error) {
 	if leave {
 		mode = "1"
 	}
-	n, err := queueReleaseScript.Run(ctx, l.d.client, scriptKeys(l.key), l.owner, mode).Int64()
+	n, err := scripts.QueueRelease.Run(ctx, l.d.client, keys.Queued(l.key), l.owner, mode).Int64()
 	return n, l.d.storeErr(err)
 }
 
-// ownerReply maps the 1/0 of the owner-checked scripts to nil/ErrLost.
-func ownerReply(n int64) error {
-	switch n {
-	case 1:
-		return nil
-	case 0:
-		return backend.ErrLost
-	}
-	return fmt.Errorf("%w: %d", errReply, n)
-}
-
-// startChain makes l, granted by Redis for name, the first hold of a chain, with the
-// tokens up to last reserved for it; listen tells whether the grant carried
-// the Driver's inbox. A grant that can never be passed on starts none.
-//
-// A grant to a Driver that listens reserves no tokens only when another
-// Driver's waiter was queued: that chain starts remote. With WithBatch, it
-// reserves tokens before the hold begins, to pass the lock to up to batch
-// holds of its own before that waiter: a reply that lands during a hold
-// would delay the holder's timers (the runtime's poller sleeps in whole
-// milliseconds), a call before it only the grant.
+// startChain makes l, granted by Redis for name, the first hold of a chain
+// (package chain), with the tokens up to last reserved for it; listen
+// tells whether the grant carried the Driver's inbox. With WithBatch, a
+// chain whose grant reserved nothing reserves tokens before the hold
+// begins.
 func (d *Driver) startChain(name string, l *lease, last uint64, listen bool) {
-	if !listen || last <= l.token && d.opts.batch == 0 {
-		// Nothing to pass with (no reserved tokens, none to come), and no
-		// "q" to hear: no chain, and nothing kept for the hold.
-		return
-	}
-	d.mu.Lock()
-	early := false
-	if at, ok := d.early[name]; ok {
-		delete(d.early, name)
-		early = time.Since(at) < earlyQueued
-	}
-	c := newChain(name, l.key, l.owner, l.ttl, listen, l.token, last, l.start, early)
+	c, reserve := d.chains.Start(chain.Grant{
+		Name: name, Key: l.key, Owner: l.owner, TTL: l.ttl,
+		Token: l.token, Last: last, SetAt: l.start, Listen: listen,
+	}, d.opts.Batch)
 	l.c = c
-	d.chains[c.name] = c
-	reserve := listen && d.opts.batch > 0 && !d.isClosed() && c.needsTokens()
-	if reserve {
-		d.background.Add(1)
-	}
-	d.mu.Unlock()
-	if reserve {
+	if reserve && d.start(&d.background) {
 		d.reserve(c)
 	}
 }
 
-// endChain ends l's chain, if l is its hold now: the caller then releases
-// it in Redis. It reports whether l was.
-func (d *Driver) endChain(l *lease) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	c := l.c
-	if !c.holds(l.token) {
-		return false
-	}
-	c.end()
-	if d.chains[c.name] == c {
-		delete(d.chains, c.name)
-	}
-	return true
-}
-
-// reserve adds passBlock tokens to c's, if c's hold in Redis is still the
-// chain's.
-func (d *Driver) reserve(c *chain) {
+// reserve adds chain.Block tokens to c's, if c's hold in Redis is still
+// the chain's. It ends a background call.
+func (d *Driver) reserve(c *chain.Chain) {
 	defer d.background.Done()
-	d.mu.Lock()
-	prev := c.last
-	d.mu.Unlock()
+	prev := d.chains.Reserving(c)
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
-	top, err := reserveScript.Run(ctx, d.client, scriptKeys(c.key), c.owner, prev, passBlock).Int64()
-	d.mu.Lock()
-	c.reserved(prev, uint64(max(top, 0)), err)
-	d.mu.Unlock()
-}
-
-// renewed records a renewal of l's hold, sent at sent: ok, or found gone.
-func (d *Driver) renewed(l *lease, sent time.Time, ok bool) {
-	if l.c == nil {
-		return
-	}
-	d.mu.Lock()
-	l.c.renewed(sent, ok)
-	d.mu.Unlock()
+	top, err := scripts.Reserve.Run(ctx, d.client, keys.Queued(c.Key()), c.Owner(), prev, chain.Block).Int64()
+	d.chains.Reserved(c, prev, uint64(max(top, 0)), err)
 }
 
 // earlyQueued is how long a "q" that came before its chain began is kept
@@ -214,28 +156,13 @@ func (d *Driver) renewed(l *lease, sent time.Time, ok bool) {
 const earlyQueued = maxWait
 
 // onQueued records that another Driver's waiter queued behind the chain of
-// the lock key. The message can come before the chain begins: the join
-// script that sends it may run just after the grant, whose reply (or
-// message, handled by another goroutine) is still on its way. Lost, it
-// would let the chain pass the lock on for as long as it lasts, ahead of
-// that waiter (a test with 4 Drivers of 8 handles saw one Driver keep the
-// lock for 1,700 turns), so it is kept for the next chain.
+// the lock key (a "q" on the inbox).
 func (d *Driver) onQueued(key string) {
-	name, ok := d.keys.name(key)
-	if !ok {
-		return
+	if name, ok := d.keys.Name(key); ok {
+		d.chains.Queued(name)
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if c := d.chains[name]; c != nil {
-		c.queued()
-		return
-	}
-	now := time.Now()
-	for n, at := range d.early {
-		if now.Sub(at) >= earlyQueued {
-			delete(d.early, n)
-		}
-	}
-	d.early[name] = now
 }
+
+// goneInRedis stops the chain of h, a hold that Redis no longer has, from
+// passing it on.
+func (d *Driver) goneInRedis(h keyspace.Hold) { d.chains.Lost(h.(*lease).c) }

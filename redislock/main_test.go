@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/logging"
 
 	"github.com/golocker/locker/backend"
 	"github.com/golocker/locker/internal/drivertest"
@@ -83,11 +84,19 @@ type quiet struct{}
 
 func (quiet) Printf(context.Context, string, ...any) {}
 
-func TestMain(m *testing.M) {
-	flag.Parse()
-	if !testing.Verbose() {
+// quietGoRedis makes go-redis's process-wide logger quiet, unless the
+// tests run verbose: then go-redis's own, on stderr.
+func quietGoRedis() {
+	if testing.Verbose() {
+		logging.Enable()
+	} else {
 		redis.SetLogger(quiet{})
 	}
+}
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	quietGoRedis()
 	os.Exit(drivertest.Main(m, &servers))
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/golocker/locker"
 	"github.com/golocker/locker/internal/drivertest"
 	"github.com/golocker/locker/redislock"
+	"github.com/golocker/locker/redislock/redlock"
 )
 
 func TestNewValidates(t *testing.T) {
@@ -17,7 +18,6 @@ func TestNewValidates(t *testing.T) {
 	defer rdb.Close()
 	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1"}})
 	defer ring.Close()
-	three := []redis.UniversalClient{rdb, rdb, rdb}
 	for _, tc := range []struct {
 		name      string
 		err       error
@@ -28,17 +28,11 @@ func TestNewValidates(t *testing.T) {
 		{"negative replicas", must(redislock.New(rdb, redislock.WithWaitReplicas(-1, time.Second))), true},
 		{"replicas without a timeout", must(redislock.New(rdb, redislock.WithWaitReplicas(1, 0))), true},
 		{"prefix with a brace", must(redislock.New(rdb, redislock.WithKeyPrefix("a{"))), true},
-		{"instance timeout on a Driver", must(redislock.New(rdb, redislock.WithInstanceTimeout(time.Second))), true},
+		{"instance timeout on a Driver", must(redislock.New(rdb, redlock.WithInstanceTimeout(time.Second))), true},
 		{"wait replicas on a Ring-less wrapper", must(redislock.New(wrapped{rdb}, redislock.WithWaitReplicas(1, time.Second))), false},
-		{"two RedLock instances", must(redislock.NewRedLock(three[:2])), false},
-		{"nil RedLock instance", must(redislock.NewRedLock([]redis.UniversalClient{rdb, nil, rdb})), false},
-		{"wait replicas on a RedLock", must(redislock.NewRedLock(three, redislock.WithWaitReplicas(1, time.Second))), true},
-		{"zero instance timeout", must(redislock.NewRedLock(three, redislock.WithInstanceTimeout(0))), true},
 		{"negative batch", must(redislock.New(rdb, redislock.WithBatch(-1))), true},
 		{"batch over the bound", must(redislock.New(rdb, redislock.WithBatch(1001))), true},
 		{"batch with wait replicas", must(redislock.New(rdb, redislock.WithBatch(2), redislock.WithWaitReplicas(1, time.Second))), true},
-		{"batch on a RedLock", must(redislock.NewRedLock(three, redislock.WithBatch(2))), true},
-		{"keyspace events on a RedLock", must(redislock.NewRedLock(three, redislock.WithKeyspaceEvents(true))), true},
 	} {
 		if tc.err == nil {
 			t.Errorf("%s: no error", tc.name)

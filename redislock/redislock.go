@@ -13,16 +13,20 @@ import (
 
 	"github.com/golocker/locker/backend"
 	"github.com/golocker/locker/internal/driverkit"
+	"github.com/golocker/locker/redislock/internal/chain"
+	"github.com/golocker/locker/redislock/internal/coalesce"
+	"github.com/golocker/locker/redislock/internal/config"
+	"github.com/golocker/locker/redislock/internal/inbox"
+	"github.com/golocker/locker/redislock/internal/keys"
+	"github.com/golocker/locker/redislock/internal/keyspace"
+	"github.com/golocker/locker/redislock/internal/redislog"
+	"github.com/golocker/locker/redislock/internal/scripts"
 )
 
 // ErrNotReplicated is returned (wrapped) by an acquisition that fewer
 // replicas acknowledged than WithWaitReplicas asked for. The lock has been
 // released again.
 var ErrNotReplicated = errors.New("redislock: too few replicas acknowledged the lock")
-
-// errReply is a reply of a script that the driver does not understand: the
-// key holds something else, or another program wrote it.
-var errReply = errors.New("redislock: unexpected reply")
 
 // Driver is a lock driver on one Redis deployment: a standalone server, a
 // Sentinel-managed master, or a Cluster, through a go-redis
@@ -33,25 +37,23 @@ type Driver struct {
 	client    redis.UniversalClient
 	ownClient bool   // opened from a URL: Close closes the client
 	addr      string // what errors name: the server(s) tried
-	opts      options
-	keys      keys
-	dials     *dialLog // the last dial error of a client the Driver opened
-	acquires  *coalescer
+	opts      config.Options
+	keys      keys.Keys
+	dials     *config.DialLog     // the last dial error of a client the Driver opened
+	acquires  *coalesce.Coalescer // the acquire script's calls
+	chains    *chain.Set          // the holds the Driver may pass on
+	inbox     *inbox.Inbox        // the channel of grants to the Driver's waiters
+	watch     *keyspace.Watcher   // the keys of the holds; nil without keyspace events
 
-	closed    chan struct{}
-	closeOnce sync.Once
-	closeErr  error
-
+	// mu orders Close's closing of closed before its waits for the
+	// waits and the background calls: a wait or a call starts under mu
+	// only while the Driver is open.
+	mu         sync.Mutex
+	closed     chan struct{}
 	waiting    sync.WaitGroup // waits in the queue, and their leaving calls
 	background sync.WaitGroup // reserve.lua calls, clean-ups of failed calls
-	inboxName  string         // the channel of grants to this Driver's waiters
-	watch      *watcher       // the keys of the holds (keyspace.go); nil without keyspace events
-
-	mu      sync.Mutex
-	waiters map[string]*waiter   // by owner
-	chains  map[string]*chain    // by name: the Driver's holds that it may pass on (chain.go)
-	early   map[string]time.Time // by name: when a "q" came before its chain began
-	inbox   *inbox               // subscribed when a waiter first needs it
+	closeOnce  sync.Once
+	closeErr   error
 }
 
 var (
@@ -79,17 +81,17 @@ func New(client redis.UniversalClient, opts ...Option) (*Driver, error) {
 	if _, ok := client.(*redis.Ring); ok {
 		return nil, errors.New("redislock: New: a redis.Ring is not supported (its shards would split a lock's keys from its channel); use a Cluster")
 	}
-	o := defaultOptions()
+	o := config.Defaults()
 	if err := driverkit.Apply(&o, opts); err != nil {
 		return nil, err
 	}
-	if err := o.refuse("a Redis Driver (use NewRedLock)", "WithInstanceTimeout"); err != nil {
+	if err := o.Refuse("a Redis Driver (use redlock.New)", "WithInstanceTimeout"); err != nil {
 		return nil, err
 	}
-	if o.waitReplicas > 0 && o.batch > 0 {
-		return nil, optionError("WithBatch does not apply with WithWaitReplicas, which passes nothing")
+	if o.WaitReplicas > 0 && o.Batch > 0 {
+		return nil, config.BadOption("WithBatch does not apply with WithWaitReplicas, which passes nothing")
 	}
-	if o.waitReplicas > 0 {
+	if o.WaitReplicas > 0 {
 		switch client.(type) {
 		case *redis.Client, *redis.ClusterClient:
 		default:
@@ -97,30 +99,35 @@ func New(client redis.UniversalClient, opts ...Option) (*Driver, error) {
 		}
 	}
 	d := newDriver(client, o, false)
-	if o.keyspaceEvents != nil && *o.keyspaceEvents {
-		d.watch = newWatcher(d)
+	if o.KeyspaceEvents != nil && *o.KeyspaceEvents {
+		d.watchKeys()
 	}
 	return d, nil
 }
 
 // newDriver returns a Driver that does not watch its keys: the caller
-// sets d.watch when the servers publish keyspace events.
-func newDriver(client redis.UniversalClient, o options, own bool) *Driver {
-	installLog()
-	return &Driver{
+// calls watchKeys when the servers publish keyspace events.
+func newDriver(client redis.UniversalClient, o config.Options, own bool) *Driver {
+	d := &Driver{
 		client:    client,
 		ownClient: own,
 		addr:      addrOf(client),
 		opts:      o,
-		keys:      keys{prefix: o.keyPrefix},
-		acquires:  newCoalescer(client, o.directCalls),
+		keys:      keys.Keys{Prefix: o.KeyPrefix},
+		acquires:  coalesce.New(client, scripts.QueueAcquire, directCalls, cleanupTimeout),
+		chains:    chain.NewSet(earlyQueued),
 		closed:    make(chan struct{}),
-		inboxName: inboxChannel(o.keyPrefix),
-		waiters:   make(map[string]*waiter),
-		chains:    make(map[string]*chain),
-		early:     make(map[string]time.Time),
 	}
+	d.inbox = inbox.New(client, o.KeyPrefix, d.onQueued, d.chains.Reconnected)
+	return d
 }
+
+// watchKeys makes the Driver watch the keys of its holds.
+func (d *Driver) watchKeys() { d.watch = keyspace.New(d.client, d.goneInRedis) }
+
+// directCalls is how many acquire scripts a Driver sends at a time as
+// calls of their own: the calls beyond share pipelines (package coalesce).
+const directCalls = 4
 
 // addrOf describes the servers of client for errors: "redis 10.0.0.5:6379",
 // "redis cluster h1:6379,h2:6379".
@@ -145,7 +152,7 @@ func (d *Driver) Capabilities() backend.Capabilities {
 	return backend.Capabilities{
 		Fencing:      true,
 		Notify:       true,
-		FIFO:         d.opts.batch == 0,
+		FIFO:         d.opts.Batch == 0,
 		LostSignal:   d.watch != nil,
 		Expiry:       true,
 		CrossProcess: true,
@@ -154,7 +161,7 @@ func (d *Driver) Capabilities() backend.Capabilities {
 
 // Key returns the Redis key of the lock name: the hash that holds the
 // owner and the fencing token while the lock is held.
-func (d *Driver) Key(name string) string { return d.keys.lock(name) }
+func (d *Driver) Key(name string) string { return d.keys.Lock(name) }
 
 // Close ends the Driver's waits in flight with ErrClosed, waits for them
 // to leave the locks' queues in Redis, ends its pub/sub connection, and
@@ -162,19 +169,16 @@ func (d *Driver) Key(name string) string { return d.keys.lock(name) }
 // released or expired. Close is idempotent.
 func (d *Driver) Close() error {
 	d.closeOnce.Do(func() {
-		forgetLogger(d)
+		redislog.Forget(d)
 		d.mu.Lock()
-		close(d.closed) // under d.mu: no join after this sees the Driver open
-		b := d.inbox
+		close(d.closed) // under d.mu: no wait or background call starts after this
 		d.mu.Unlock()
-		d.acquires.close() // its callers' clean-ups join background
+		d.acquires.Close() // its callers' clean-ups join background
 		d.waiting.Wait()
 		d.background.Wait()
-		if b != nil {
-			b.stop()
-		}
+		d.inbox.Close()
 		if d.watch != nil {
-			d.watch.close()
+			d.watch.Close()
 		}
 		if d.ownClient {
 			d.closeErr = d.client.Close()
@@ -189,6 +193,18 @@ func (d *Driver) Close() error {
 }
 
 func (d *Driver) isClosed() bool { return driverkit.Done(d.closed) }
+
+// start counts a wait or a background call in wg, unless the Driver is
+// closed: it then reports false, and the caller starts nothing.
+func (d *Driver) start(wg *sync.WaitGroup) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.isClosed() {
+		return false
+	}
+	wg.Add(1)
+	return true
+}
 
 // check refuses a request the Driver cannot take.
 func (d *Driver) check(ctx context.Context, r backend.Request) error {
@@ -225,7 +241,8 @@ func (d *Driver) Acquire(ctx context.Context, r backend.Request) (backend.Lease,
 // the Driver watches.
 func (d *Driver) hold(l *lease) *lease {
 	if d.watch != nil {
-		d.watch.watch(l)
+		l.lost = backend.NewLostSignal()
+		d.watch.Watch(l.key, l)
 	}
 	return l
 }
@@ -239,19 +256,19 @@ func (d *Driver) hold(l *lease) *lease {
 // leaves the queue when it gives up. Without, a call that failed but may
 // have run is undone before try returns.
 func (d *Driver) try(ctx context.Context, r backend.Request, queue bool, inbox string) (t tried, err error) {
-	key := d.keys.lock(r.Name)
+	key := d.keys.Lock(r.Name)
 	l := d.newLease(r, key)
 	mode := "0"
 	if queue {
 		mode = "1"
 	}
-	args := []any{r.Owner, ms(r.TTL), mode, ms(placeWindow(r.TTL)), inbox}
+	args := []any{r.Owner, scripts.MS(r.TTL), mode, scripts.MS(placeWindow(r.TTL)), inbox}
 	var res any
 	cleaned := false
-	if d.opts.waitReplicas > 0 {
+	if d.opts.WaitReplicas > 0 {
 		res, cleaned, err = d.acquireReplicated(ctx, l, args)
 	} else {
-		res, err = d.acquires.run(ctx, scriptKeys(key), args, func(res any, err error) {
+		res, err = d.acquires.Run(ctx, keys.Queued(key), args, func(res any, err error) {
 			// The caller has gone: whatever the call did for the owner
 			// (a grant, a place in the queue) is undone.
 			if err == nil || mayHaveRun(err) {
@@ -265,22 +282,22 @@ func (d *Driver) try(ctx context.Context, r backend.Request, queue bool, inbox s
 		}
 		return tried{}, d.storeErr(err)
 	}
-	a, err := parseAcquire(res)
+	a, err := scripts.ParseAcquire(res)
 	if err != nil {
 		return tried{}, err
 	}
-	if a.status == 0 {
-		left := pttl(a.n)
-		return tried{left: left, fence: uint64(max(a.m, 0)), held: &backend.HeldError{Left: left, Owner: a.owner, Token: uint64(max(a.token, 0))}}, nil
+	if a.Status == 0 {
+		left := scripts.Left(a.PTTL, maxWait)
+		return tried{left: left, fence: uint64(max(a.Fence, 0)), held: &backend.HeldError{Left: left, Owner: a.Owner, Token: uint64(max(a.HolderToken, 0))}}, nil
 	}
-	l.token = uint64(a.n)
-	if a.status == 2 {
+	l.token = uint64(a.Token)
+	if a.Status == 2 {
 		// Handed to the owner by another call: its lease began TTL-pttl
 		// before the script ran, and the script ran after l.start (the
 		// send time), so this is never later than the real start.
-		l.start = l.start.Add(-(r.TTL - time.Duration(max(a.pttl, 0))*time.Millisecond))
+		l.start = l.start.Add(-(r.TTL - time.Duration(max(a.PTTL, 0))*time.Millisecond))
 	}
-	return tried{l: l, already: a.status == 2, last: uint64(max(a.m, 0))}, nil
+	return tried{l: l, already: a.Status == 2, last: uint64(max(a.Last, 0))}, nil
 }
 
 // tried is what one try found: a lease, or the holder and how long its
@@ -304,8 +321,8 @@ func (d *Driver) cleanup(ctx context.Context, l *lease) {
 }
 
 // cleanupLater runs cleanup in the background, for a call whose caller
-// has gone already (coalesce.go): the pipelines go on meanwhile. Close
-// waits for it.
+// has gone already (package coalesce): the pipelines go on meanwhile.
+// Close waits for it, and its closing of the pipelines starts some.
 func (d *Driver) cleanupLater(l *lease) {
 	d.background.Add(1)
 	go func() {
@@ -314,88 +331,10 @@ func (d *Driver) cleanupLater(l *lease) {
 	}()
 }
 
-// acquireReply is an acquire script's reply: {1, token, last} granted by
-// this call (last: the last token reserved for the caller's Driver), {2,
-// token, last, pttl} held already by the caller, {0, pttl, fence, owner,
-// token} held by another owner.
-type acquireReply struct {
-	status, n, m int64
-	pttl         int64
-	owner        string
-	token        int64
-}
-
-func parseAcquire(res any) (acquireReply, error) {
-	a, _ := res.([]any)
-	var r acquireReply
-	ok := len(a) >= 2
-	ints := func(dst ...*int64) {
-		for i, d := range dst {
-			if i >= len(a) {
-				ok = false
-				return
-			}
-			v, isInt := a[i].(int64)
-			ok = ok && isInt
-			*d = v
-		}
-	}
-	if ok {
-		ints(&r.status)
-	}
-	switch {
-	case !ok:
-	case r.status == 0 && len(a) == 5:
-		ints(&r.status, &r.n, &r.m)
-		var isStr bool
-		r.owner, isStr = a[3].(string)
-		var isInt bool
-		r.token, isInt = a[4].(int64)
-		ok = ok && isStr && isInt
-	case r.status == 0 && len(a) == 2: // RedLock's acquire.lua: {0, pttl}
-		ints(&r.status, &r.n)
-	case r.status == 1 && (len(a) == 2 || len(a) == 3):
-		ints(&r.status, &r.n)
-		if len(a) == 3 {
-			ints(&r.status, &r.n, &r.m)
-		}
-	case r.status == 2 && len(a) == 4:
-		ints(&r.status, &r.n, &r.m, &r.pttl)
-	default:
-		ok = false
-	}
-	if !ok {
-		return acquireReply{}, fmt.Errorf("%w from the acquire script: %v", errReply, res)
-	}
-	return r, nil
-}
-
-// pttl turns the holder's PTTL into a wait bound: maxWait when the key has
-// no expiry (-1) or is gone (-2).
-func pttl(n int64) time.Duration {
-	if n < 0 {
-		return maxWait
-	}
-	return time.Duration(n) * time.Millisecond
-}
-
-// ms is d in whole milliseconds, rounded up: Redis leases are in ms.
-func ms(d time.Duration) int64 { return int64((d + time.Millisecond - 1) / time.Millisecond) }
-
-// mayHaveRun reports whether a failed call may still have run on the server:
-// anything but an error reply (a timeout, a cancelled ctx, a broken
-// connection after the request was written).
-func mayHaveRun(err error) bool {
-	var re redis.Error
-	var gone goneError
-	if errors.As(err, &re) || errors.Is(err, redis.ErrClosed) || errors.As(err, &gone) {
-		return false
-	}
-	// A call that never got a connection was never sent: no clean-up,
-	// which would only wait for the same unreachable server.
-	var oe *net.OpError
-	return !errors.As(err, &oe) || oe.Op != "dial"
-}
+// mayHaveRun reports whether a failed acquire call may still have run on
+// the server, and its caller must undo it: not one that the coalescer did
+// not send, or whose reply it leaves to the abandoned function.
+func mayHaveRun(err error) bool { return !coalesce.Gone(err) && scripts.MayHaveRun(err) }
 
 // storeErr names the servers in an error of the client, marks errors of
 // a closed client as backend.ErrClosed, and adds the last dial error to a
@@ -407,18 +346,10 @@ func (d *Driver) storeErr(err error) error {
 	if errors.Is(err, redis.ErrClosed) && !errors.Is(err, backend.ErrClosed) {
 		return fmt.Errorf("%w: %s: %w", backend.ErrClosed, d.addr, err)
 	}
-	if derr := d.dials.last(); derr != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
+	if derr := d.dials.Last(); derr != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
 		return fmt.Errorf("%s: %w (last dial error: %w)", d.addr, err, derr)
 	}
 	return fmt.Errorf("%s: %w", d.addr, err)
-}
-
-// closedErr marks errors of a closed client as backend.ErrClosed.
-func closedErr(err error) error {
-	if errors.Is(err, redis.ErrClosed) && !errors.Is(err, backend.ErrClosed) {
-		return fmt.Errorf("%w: %w", backend.ErrClosed, err)
-	}
-	return err
 }
 
 // retryable reports whether a waiting Acquire should try again after err:
@@ -426,7 +357,7 @@ func closedErr(err error) error {
 // reshards, but not a script, type or permission error, which would only
 // repeat.
 func retryable(err error) bool {
-	if errors.Is(err, backend.ErrClosed) || errors.Is(err, ErrNotReplicated) || errors.Is(err, errReply) ||
+	if errors.Is(err, backend.ErrClosed) || errors.Is(err, ErrNotReplicated) || errors.Is(err, scripts.ErrReply) ||
 		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false
 	}

@@ -6,6 +6,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/golocker/locker/redislock/internal/keys"
+	"github.com/golocker/locker/redislock/internal/scripts"
 )
 
 // acquireReplicated runs the acquire script and, when this call granted
@@ -22,12 +25,12 @@ func (d *Driver) acquireReplicated(ctx context.Context, l *lease, args []any) (r
 	}
 	conn := node.Conn()
 	defer conn.Close()
-	res, err = queueAcquireScript.Run(ctx, conn, scriptKeys(l.key), args...).Result()
+	res, err = scripts.QueueAcquire.Run(ctx, conn, keys.Queued(l.key), args...).Result()
 	if err != nil {
 		d.movedSlot(ctx, err)
 		return nil, false, err
 	}
-	if a, perr := parseAcquire(res); perr != nil || a.status != 1 {
+	if a, perr := scripts.ParseAcquire(res); perr != nil || a.Status != 1 {
 		return res, false, perr
 	}
 	if err := d.waitReplicasOn(ctx, conn, l); err != nil {
@@ -47,12 +50,12 @@ func (d *Driver) confirmReplicated(ctx context.Context, l *lease, ttl time.Durat
 	}
 	conn := node.Conn()
 	defer conn.Close()
-	n, err := renewScript.Run(ctx, conn, []string{l.key}, l.owner, ms(ttl)).Int64()
+	n, err := scripts.Renew.Run(ctx, conn, []string{l.key}, l.owner, scripts.MS(ttl)).Int64()
 	if err != nil {
 		d.movedSlot(ctx, err)
 		return d.storeErr(err)
 	}
-	if err := ownerReply(n); err != nil {
+	if err := scripts.OwnerReply(n); err != nil {
 		return fmt.Errorf("redislock: the lock handed to this owner was gone before WAIT: %w", err)
 	}
 	return d.waitReplicasOn(ctx, conn, l)
@@ -61,15 +64,15 @@ func (d *Driver) confirmReplicated(ctx context.Context, l *lease, ttl time.Durat
 // waitReplicasOn WAITs on conn for the replicas that WithWaitReplicas asks
 // for, and releases l when too few acknowledged.
 func (d *Driver) waitReplicasOn(ctx context.Context, conn *redis.Conn, l *lease) error {
-	n, werr := conn.Wait(ctx, d.opts.waitReplicas, d.opts.waitTimeout).Result()
-	if werr == nil && n >= int64(d.opts.waitReplicas) {
+	n, werr := conn.Wait(ctx, d.opts.WaitReplicas, d.opts.WaitTimeout).Result()
+	if werr == nil && n >= int64(d.opts.WaitReplicas) {
 		return nil
 	}
 	d.cleanup(ctx, l)
 	if werr != nil {
-		return fmt.Errorf("redislock: WAIT for %d replicas after acquiring (the lock was released): %w", d.opts.waitReplicas, werr)
+		return fmt.Errorf("redislock: WAIT for %d replicas after acquiring (the lock was released): %w", d.opts.WaitReplicas, werr)
 	}
-	return fmt.Errorf("%w: %d of %d within %v (the lock was released)", ErrNotReplicated, n, d.opts.waitReplicas, d.opts.waitTimeout)
+	return fmt.Errorf("%w: %d of %d within %v (the lock was released)", ErrNotReplicated, n, d.opts.WaitReplicas, d.opts.WaitTimeout)
 }
 
 // movedSlot lets a cluster client learn where a slot went after MOVED or

@@ -6,18 +6,19 @@ import (
 	"time"
 
 	"github.com/golocker/locker/backend"
+	"github.com/golocker/locker/redislock/internal/inbox"
 )
 
 // Waiting (backend.Waiter). A waiter joins the lock's queue in Redis
-// (scripts/queue.lua) and the lock comes to it: the release, expiry or
-// forced release that frees the lock hands it to the oldest live waiter in
-// the same script, which publishes "<token> <owner>" on that waiter's
-// Driver's inbox (pubsub.go). The listener passes the grant to the waiter,
+// (queue.lua in package scripts) and the lock comes to it: the release,
+// expiry or forced release that frees the lock hands it to the oldest live
+// waiter in the same script, which publishes "<token> <owner>" on that
+// waiter's Driver's inbox (package inbox). The listener passes the grant to the waiter,
 // which returns without another call: one release costs one script and one
 // message, however many wait, in however many processes, and waiters are
 // served in the order they joined (Capabilities.FIFO). Package locker
 // sends only one waiter of a Client per name here; its others wait in the
-// Client, and a hold of the Client passes the lock to them (chain.go).
+// Client, and a hold of the Client passes the lock to them (package chain).
 //
 // A waiter joins once the inbox is subscribed (Redisson's order: listen,
 // then ask), so no grant to it is published before its process listens.
@@ -41,23 +42,6 @@ import (
 // queue_release.lua, which also passes the lock on if it was handed to
 // the waiter meanwhile. A waiter whose inbox is not subscribed (SUBSCRIBE
 // failed or is not confirmed) joins without one and polls with backoff.
-
-type waiter struct {
-	owner string
-	grant chan grant    // capacity 1: the newest grant published to this owner
-	wake  chan struct{} // capacity 1: pub/sub reconnected
-}
-
-// grant is a hand-off published to a waiter: its token, and the last token
-// reserved with it (0: none).
-type grant struct{ token, last uint64 }
-
-func (w *waiter) poke() {
-	select {
-	case w.wake <- struct{}{}:
-	default:
-	}
-}
 
 // Polling backoff of a waiter without a subscription, and the smallest wait.
 const (
@@ -85,7 +69,7 @@ func (d *Driver) AcquireWait(ctx context.Context, r backend.Request) (backend.Le
 	if err := d.check(ctx, r); err != nil {
 		return nil, err
 	}
-	if !d.inboxReady() {
+	if !d.inbox.Ready() {
 		// One try first, without subscribing or queueing: a free lock
 		// costs one call, and a Driver that never waits never subscribes.
 		// (With the inbox subscribed, joining the queue also takes a free
@@ -99,20 +83,18 @@ func (d *Driver) AcquireWait(ctx context.Context, r backend.Request) (backend.Le
 			return nil, err
 		}
 	}
-	w, b, err := d.join(r)
-	if err != nil {
-		return nil, err
+	if !d.start(&d.waiting) {
+		return nil, backend.ErrClosed
 	}
-	defer d.leave(w)
-	if !b.isReady() && !b.late.Load() {
-		// If the SUBSCRIBE is not confirmed in time, the waiter joins
-		// without the inbox and polls, and so do the next ones until it
-		// is.
-		if err := d.awaitReady(ctx, b); err != nil {
-			return nil, d.giveUp(ctx, r, err)
-		}
+	defer d.waiting.Done()
+	w := d.inbox.Join(r.Owner)
+	defer d.inbox.Leave(w)
+	// If the SUBSCRIBE is not confirmed in time, the waiter joins without
+	// the inbox and polls, and so do the next ones until it is.
+	if err := d.inbox.AwaitReady(ctx, maxWait, d.closed); err != nil {
+		return nil, d.giveUp(ctx, r, err)
 	}
-	key := d.keys.lock(r.Name)
+	key := d.keys.Lock(r.Name)
 	refresh := refreshInterval(r.TTL)
 	backoff := pollMin    // polling without the inbox
 	errBackoff := pollMin // retrying after transient errors
@@ -124,15 +106,15 @@ func (d *Driver) AcquireWait(ctx context.Context, r backend.Request) (backend.Le
 	since := time.Now()
 	var fence uint64
 	for {
-		ready := b.isReady()
-		inbox := ""
+		ready := d.inbox.Ready()
+		channel := ""
 		if ready {
-			inbox = d.inboxName
+			channel = d.inbox.Channel()
 		}
 		sent := time.Now()
-		t, err := d.try(ctx, r, true, inbox)
+		t, err := d.try(ctx, r, true, channel)
 		if l := t.l; l != nil {
-			return d.granted(ctx, r, l, t.already, t.last, inbox != "")
+			return d.granted(ctx, r, l, t.already, t.last, channel != "")
 		}
 		left := t.left
 		if err != nil {
@@ -158,8 +140,8 @@ func (d *Driver) AcquireWait(ctx context.Context, r backend.Request) (backend.Le
 		}
 		if g != nil {
 			l := d.newLease(r, key)
-			l.token, l.start = g.token, since
-			return d.granted(ctx, r, l, true, g.last, true)
+			l.token, l.start = g.Token, since
+			return d.granted(ctx, r, l, true, g.Last, true)
 		}
 	}
 }
@@ -169,13 +151,13 @@ func (d *Driver) AcquireWait(ctx context.Context, r backend.Request) (backend.Le
 // Redis again: also for a grant that arrives after trustUntil, which may
 // have waited so long (a stalled process) that its lease ran out — the
 // call then finds it held (with its exact lease) or lapsed.
-func (d *Driver) await(ctx context.Context, w *waiter, bound time.Duration, fence uint64, trustUntil time.Time) (*grant, error) {
+func (d *Driver) await(ctx context.Context, w *inbox.Waiter, bound time.Duration, fence uint64, trustUntil time.Time) (*inbox.Grant, error) {
 	timer := time.NewTimer(bound)
 	defer timer.Stop()
 	for {
 		select {
-		case g := <-w.grant:
-			if g.token <= fence {
+		case g := <-w.Grants():
+			if g.Token <= fence {
 				// A grant from before the last call, which found the
 				// owner waiting: it lapsed (the message came late).
 				continue
@@ -184,7 +166,7 @@ func (d *Driver) await(ctx context.Context, w *waiter, bound time.Duration, fenc
 				return nil, nil
 			}
 			return &g, nil
-		case <-w.wake:
+		case <-w.Wakes():
 			return nil, nil
 		case <-timer.C:
 			return nil, nil
@@ -201,7 +183,7 @@ func (d *Driver) await(ctx context.Context, w *waiter, bound time.Duration, fenc
 // for it. It starts the lease's chain, with the last token reserved with
 // the grant; listen tells whether the grant carried the Driver's inbox.
 func (d *Driver) granted(ctx context.Context, r backend.Request, l *lease, handed bool, last uint64, listen bool) (backend.Lease, error) {
-	if handed && d.opts.waitReplicas > 0 {
+	if handed && d.opts.WaitReplicas > 0 {
 		if err := d.confirmReplicated(ctx, l, r.TTL); err != nil {
 			return nil, d.giveUp(ctx, r, err)
 		}
@@ -210,63 +192,15 @@ func (d *Driver) granted(ctx context.Context, r backend.Request, l *lease, hande
 	return d.hold(l), nil
 }
 
-// join registers a waiter for r, subscribing the Driver's inbox if it is
-// not yet.
-func (d *Driver) join(r backend.Request) (*waiter, *inbox, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.isClosed() {
-		return nil, nil, backend.ErrClosed
-	}
-	w := &waiter{owner: r.Owner, grant: make(chan grant, 1), wake: make(chan struct{}, 1)}
-	d.waiters[w.owner] = w
-	d.waiting.Add(1)
-	return w, d.startInboxLocked(), nil
-}
-
-// leave stops grants from reaching w.
-func (d *Driver) leave(w *waiter) {
-	d.mu.Lock()
-	if d.waiters[w.owner] == w {
-		delete(d.waiters, w.owner)
-	}
-	d.mu.Unlock()
-	d.waiting.Done()
-}
-
 // giveUp ends a wait that failed with err: it takes the owner out of the
 // queue in Redis, passing the lock on if it was handed to the owner
 // meanwhile, so that nothing is held once AcquireWait returns (with a ctx
 // of its own: the caller's may have ended). It returns err, or ctx's error
 // when ctx ended.
 func (d *Driver) giveUp(ctx context.Context, r backend.Request, err error) error {
-	d.cleanup(ctx, &lease{d: d, key: d.keys.lock(r.Name), owner: r.Owner})
+	d.cleanup(ctx, &lease{d: d, key: d.keys.Lock(r.Name), owner: r.Owner})
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
 	return err
-}
-
-// inboxReady reports whether the Driver's inbox is subscribed.
-func (d *Driver) inboxReady() bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.inbox != nil && d.inbox.isReady()
-}
-
-// awaitReady waits for the inbox's SUBSCRIBE to be confirmed, at most
-// maxWait.
-func (d *Driver) awaitReady(ctx context.Context, b *inbox) error {
-	t := time.NewTimer(maxWait)
-	defer t.Stop()
-	select {
-	case <-b.ready:
-	case <-t.C:
-		b.late.Store(true)
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-d.closed:
-		return backend.ErrClosed
-	}
-	return nil
 }

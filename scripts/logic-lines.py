@@ -7,13 +7,16 @@ A line of logic is a line of a driver package's non-test .go files (the
 package's own folder, not its subfolders) that is not blank, not a comment,
 and not an import; url.go, open.go and doc.go (URL parsing, opening and the
 package doc) are left out. internal/driverkit, the kit the drivers share,
-is counted on its own line.
+is counted on its own line, and so is redislock/internal, the packages that
+the Redis drivers (redislock, redislock/redlock) share or that redislock's
+Driver is built of, all its subfolders together.
 """
 import subprocess
 import sys
 
 rev = sys.argv[1] if len(sys.argv) > 1 else "HEAD"
-PACKAGES = ["redislock", "etcdlock", "zklock", "mysqllock", "mongolock", "locallock", "internal/driverkit"]
+PACKAGES = ["redislock", "redislock/redlock", "etcdlock", "zklock", "mysqllock", "mongolock", "locallock", "internal/driverkit"]
+TREES = ["redislock/internal"]  # counted with their subfolders
 SKIP = {"url.go", "open.go", "doc.go"}
 
 
@@ -21,8 +24,8 @@ def git(*args):
     return subprocess.run(["git", *args], capture_output=True, text=True, check=True).stdout
 
 
-def files(pkg):
-    names = git("ls-tree", "--name-only", rev, pkg + "/").split()
+def files(pkg, tree=False):
+    names = git("ls-tree", "--name-only", *(["-r"] if tree else []), rev, pkg + "/").split()
     return [f for f in names if f.endswith(".go") and not f.endswith("_test.go")
             and f.rsplit("/", 1)[-1] not in SKIP]
 
@@ -51,6 +54,6 @@ def logic_lines(src):
     return n
 
 
-for pkg in PACKAGES:
-    total = sum(logic_lines(git("show", f"{rev}:{f}")) for f in files(pkg))
+for pkg in PACKAGES + TREES:
+    total = sum(logic_lines(git("show", f"{rev}:{f}")) for f in files(pkg, pkg in TREES))
     print(f"{pkg}\t{total}")

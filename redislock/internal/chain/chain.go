@@ -1,16 +1,20 @@
-package redislock
+// Package chain keeps the chains of a redislock Driver: the holds in Redis
+// that it passes from one of its holds to the next without freeing them
+// (docs/decisions.md, D23). It does no I/O: the Driver does what its
+// methods say.
+package chain
 
 import "time"
 
-// A chain is a hold in Redis that a Driver passes from one of its holds to
+// A Chain is a hold in Redis that a Driver passes from one of its holds to
 // the next without freeing it (backend.Passer: package locker asks, when a
 // hold of its Client ends and the Client has a waiter for the name). Redis
 // keeps the chain's first owner, its lease (which every hold of the chain
 // renews) and a block of fencing tokens reserved for it; each passed hold
 // takes the next reserved token. The type is a state machine driven by
 // events — the grant, a pass, a "q" message, a pub/sub reconnect, a
-// renewal, a reservation of tokens, the end — and does no I/O: the Driver
-// does what its methods say.
+// renewal, a reservation of tokens, the end — which a Set feeds it under
+// its lock.
 //
 // Invariants, which chain_test.go checks after every event:
 //
@@ -29,7 +33,7 @@ import "time"
 //     (which may have lost one) make it remote. A remote chain passes at
 //     most batch times more (WithBatch; 0 by default), so a waiter of
 //     another process is served after at most batch holds of this one.
-type chain struct {
+type Chain struct {
 	name, key string
 	owner     string // the owner Redis has: the first hold's
 	ttl       time.Duration
@@ -46,9 +50,9 @@ type chain struct {
 	reserving bool      // a reserve.lua call is on its way
 }
 
-// passBlock is how many tokens reserve.lua adds; a chain asks for more when
-// fewer than half of it are left. scripts/queue.lua's BLOCK is the same.
-const passBlock = 64
+// Block is how many tokens reserve.lua adds; a chain asks for more when
+// fewer than half of it are left. queue.lua's BLOCK is the same.
+const Block = 64
 
 // passFresh: a chain passes only while its lease in Redis was set less than
 // ttl/passFresh ago, so that package locker, which dates a passed hold from
@@ -59,8 +63,8 @@ const passFresh = 10
 // up to last reserved for it. remote tells that another Driver's waiter was
 // queued at the grant (it reserved nothing then) or shortly before it (a
 // "q" that came before the chain began).
-func newChain(name, key, owner string, ttl time.Duration, listen bool, token, last uint64, setAt time.Time, remote bool) *chain {
-	return &chain{
+func newChain(name, key, owner string, ttl time.Duration, listen bool, token, last uint64, setAt time.Time, remote bool) *Chain {
+	return &Chain{
 		name: name, key: key, owner: owner, ttl: ttl, listen: listen,
 		cur: token, curOwner: owner, next: token + 1, last: max(last, token), setAt: setAt,
 		remote: remote || listen && last <= token,
@@ -69,7 +73,7 @@ func newChain(name, key, owner string, ttl time.Duration, listen bool, token, la
 
 // passable reports whether the hold now may be passed, at now, to a hold of
 // lease ttl, with batch passes allowed ahead of another Driver's waiter.
-func (c *chain) passable(now time.Time, ttl time.Duration, batch int) bool {
+func (c *Chain) passable(now time.Time, ttl time.Duration, batch int) bool {
 	switch {
 	case c.cur == 0, c.lost, c.next > c.last, ttl != c.ttl:
 		return false
@@ -85,7 +89,7 @@ func (c *chain) passable(now time.Time, ttl time.Duration, batch int) bool {
 // its token; reserve tells the Driver to call reserve.lua (a call not yet
 // on its way, and fewer than half a block left). passable must have said
 // yes.
-func (c *chain) pass(owner string) (token uint64, reserve bool) {
+func (c *Chain) pass(owner string) (token uint64, reserve bool) {
 	token = c.next
 	c.next++
 	c.cur, c.curOwner = token, owner
@@ -97,8 +101,8 @@ func (c *chain) pass(owner string) (token uint64, reserve bool) {
 
 // needsTokens reports whether to reserve more tokens now, and if so marks
 // the call on its way.
-func (c *chain) needsTokens() bool {
-	if c.reserving || c.cur == 0 || c.next+passBlock/2 <= c.last {
+func (c *Chain) needsTokens() bool {
+	if c.reserving || c.cur == 0 || c.next+Block/2 <= c.last {
 		return false
 	}
 	c.reserving = true
@@ -107,7 +111,7 @@ func (c *chain) needsTokens() bool {
 
 // reserved records the answer of a reserve.lua call sent when the last
 // reserved token was prev: top is the new last token, 0 when refused.
-func (c *chain) reserved(prev, top uint64, err error) {
+func (c *Chain) reserved(prev, top uint64, err error) {
 	c.reserving = false
 	if err == nil && top > 0 && c.last == prev {
 		c.last = top
@@ -115,14 +119,14 @@ func (c *chain) reserved(prev, top uint64, err error) {
 }
 
 // queued records a "q": another Driver's waiter queued behind the chain.
-func (c *chain) queued() { c.remote = true }
+func (c *Chain) queued() { c.remote = true }
 
 // reconnected records a pub/sub reconnect: a "q" may have been lost.
-func (c *chain) reconnected() { c.remote = true }
+func (c *Chain) reconnected() { c.remote = true }
 
 // renewed records a renewal of the lease in Redis, sent at sent: extended
 // (ok) or found gone.
-func (c *chain) renewed(sent time.Time, ok bool) {
+func (c *Chain) renewed(sent time.Time, ok bool) {
 	if !ok {
 		c.lost = true
 		return
@@ -133,10 +137,10 @@ func (c *chain) renewed(sent time.Time, ok bool) {
 }
 
 // forcedOff records that the lock was freed by force.
-func (c *chain) forcedOff() { c.lost = true }
+func (c *Chain) forcedOff() { c.lost = true }
 
 // end records that the chain's hold in Redis is released.
-func (c *chain) end() { c.cur, c.curOwner = 0, "" }
+func (c *Chain) end() { c.cur, c.curOwner = 0, "" }
 
 // holds reports whether token is the chain's hold now.
-func (c *chain) holds(token uint64) bool { return c.cur != 0 && c.cur == token }
+func (c *Chain) holds(token uint64) bool { return c.cur != 0 && c.cur == token }

@@ -1,6 +1,14 @@
-package redislock
+package redlock
 
-import "strings"
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/golocker/locker/backend"
+)
 
 // multiError joins the errors of several instances or nodes: errors.Is and
 // errors.As see each one, and the message lists each distinct message
@@ -33,3 +41,11 @@ func (m multiError) Error() string {
 }
 
 func (m multiError) Unwrap() []error { return m }
+
+// closedErr marks errors of a closed client as backend.ErrClosed.
+func closedErr(err error) error {
+	if errors.Is(err, redis.ErrClosed) && !errors.Is(err, backend.ErrClosed) {
+		return fmt.Errorf("%w: %w", backend.ErrClosed, err)
+	}
+	return err
+}

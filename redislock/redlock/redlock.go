@@ -1,4 +1,4 @@
-package redislock
+package redlock
 
 import (
 	"context"
@@ -11,9 +11,13 @@ import (
 
 	"github.com/golocker/locker/backend"
 	"github.com/golocker/locker/internal/driverkit"
+	"github.com/golocker/locker/redislock/internal/config"
+	"github.com/golocker/locker/redislock/internal/keys"
+	"github.com/golocker/locker/redislock/internal/redislog"
+	"github.com/golocker/locker/redislock/internal/scripts"
 )
 
-// RedLock is a lock driver over N independent Redis instances, after the
+// Driver is a lock driver over N independent Redis instances, after the
 // Redlock algorithm of the Redis documentation: a lock is held when a
 // majority of the instances granted it within its validity, the lease
 // minus the time the acquisition took and a clock-drift allowance. Losing
@@ -23,11 +27,11 @@ import (
 // tokens (Token is 0), and waiters try again with jittered backoff
 // (package locker's) instead of being notified. It implements
 // backend.Driver and backend.Inspector, and is safe for concurrent use.
-type RedLock struct {
+type Driver struct {
 	clients   []redis.UniversalClient
 	ownClient bool
-	opts      options
-	keys      keys
+	opts      config.Options
+	keys      keys.Keys
 	quorum    int
 
 	closed    chan struct{}
@@ -36,44 +40,44 @@ type RedLock struct {
 }
 
 var (
-	_ backend.Driver    = (*RedLock)(nil)
-	_ backend.Inspector = (*RedLock)(nil)
+	_ backend.Driver    = (*Driver)(nil)
+	_ backend.Inspector = (*Driver)(nil)
+	_ backend.LogSetter = (*Driver)(nil)
 )
 
-// MinRedLockInstances is the fewest instances NewRedLock accepts: with
-// fewer, a majority cannot survive the loss of one.
-const MinRedLockInstances = 3
+// MinInstances is the fewest instances New accepts: with fewer, a
+// majority cannot survive the loss of one.
+const MinInstances = 3
 
-// NewRedLock returns a RedLock on clients, one per independent Redis
-// instance (standalone servers, or Sentinel-managed masters; not replicas
-// of one another). It needs at least MinRedLockInstances. Close does not
-// close the clients.
-func NewRedLock(clients []redis.UniversalClient, opts ...Option) (*RedLock, error) {
-	if len(clients) < MinRedLockInstances {
-		return nil, fmt.Errorf("redislock: NewRedLock: %d instances, need at least %d", len(clients), MinRedLockInstances)
+// New returns a Driver on clients, one per independent Redis instance
+// (standalone servers, or Sentinel-managed masters; not replicas of one
+// another). It needs at least MinInstances. Close does not close the
+// clients.
+func New(clients []redis.UniversalClient, opts ...Option) (*Driver, error) {
+	if len(clients) < MinInstances {
+		return nil, fmt.Errorf("redislock: redlock.New: %d instances, need at least %d", len(clients), MinInstances)
 	}
 	for i, c := range clients {
 		if c == nil {
-			return nil, fmt.Errorf("redislock: NewRedLock: client %d is nil", i)
+			return nil, fmt.Errorf("redislock: redlock.New: client %d is nil", i)
 		}
 	}
-	o := defaultOptions()
+	o := config.Defaults()
 	if err := driverkit.Apply(&o, opts); err != nil {
 		return nil, err
 	}
-	if err := o.refuse("RedLock", "WithWaitReplicas", "WithBatch", "WithKeyspaceEvents"); err != nil {
+	if err := o.Refuse("RedLock", "WithWaitReplicas", "WithBatch", "WithKeyspaceEvents"); err != nil {
 		return nil, err
 	}
-	return newRedLock(clients, o, false), nil
+	return newDriver(clients, o, false), nil
 }
 
-func newRedLock(clients []redis.UniversalClient, o options, own bool) *RedLock {
-	installLog()
-	return &RedLock{
+func newDriver(clients []redis.UniversalClient, o config.Options, own bool) *Driver {
+	return &Driver{
 		clients:   clients,
 		ownClient: own,
 		opts:      o,
-		keys:      keys{prefix: o.keyPrefix},
+		keys:      keys.Keys{Prefix: o.KeyPrefix},
 		quorum:    len(clients)/2 + 1,
 		closed:    make(chan struct{}),
 	}
@@ -81,18 +85,18 @@ func newRedLock(clients []redis.UniversalClient, o options, own bool) *RedLock {
 
 // Capabilities implements backend.Driver: leases that expire, inspection;
 // no fencing (independent instances share no counter), no notification.
-func (rl *RedLock) Capabilities() backend.Capabilities {
+func (rl *Driver) Capabilities() backend.Capabilities {
 	return backend.Capabilities{Expiry: true, CrossProcess: true}
 }
 
 // Key returns the Redis key of the lock name on every instance.
-func (rl *RedLock) Key(name string) string { return rl.keys.lock(name) }
+func (rl *Driver) Key(name string) string { return rl.keys.Lock(name) }
 
-// Close ends the RedLock's waits in flight with ErrClosed, and closes the
+// Close ends the Driver's waits in flight with ErrClosed, and closes the
 // clients if it opened them (Open). Close is idempotent.
-func (rl *RedLock) Close() error {
+func (rl *Driver) Close() error {
 	rl.closeOnce.Do(func() {
-		forgetLogger(rl)
+		redislog.Forget(rl)
 		close(rl.closed)
 		if rl.ownClient {
 			var errs []error
@@ -105,7 +109,15 @@ func (rl *RedLock) Close() error {
 	return rl.closeErr
 }
 
-func (rl *RedLock) isClosed() bool { return driverkit.Done(rl.closed) }
+func (rl *Driver) isClosed() bool { return driverkit.Done(rl.closed) }
+
+// Wait bounds of a round that did not get the lock, within which package
+// locker backs off: the holders' shortest remaining lease, at most
+// maxWait, or retryAfter when no other owner holds it.
+const (
+	maxWait    = time.Second
+	retryAfter = 5 * time.Millisecond
+)
 
 // drift is the allowance for the clocks of the client and the instances
 // running at different rates: 1% of the lease plus 2ms, as the Redlock
@@ -113,9 +125,9 @@ func (rl *RedLock) isClosed() bool { return driverkit.Done(rl.closed) }
 func drift(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
 
 // instanceTimeout bounds one instance's answer.
-func (rl *RedLock) instanceTimeout(ttl time.Duration) time.Duration {
-	if rl.opts.instanceTimeout > 0 {
-		return rl.opts.instanceTimeout
+func (rl *Driver) instanceTimeout(ttl time.Duration) time.Duration {
+	if rl.opts.InstanceTimeout > 0 {
+		return rl.opts.InstanceTimeout
 	}
 	return min(max(ttl/10, 10*time.Millisecond), 250*time.Millisecond)
 }
@@ -123,7 +135,7 @@ func (rl *RedLock) instanceTimeout(ttl time.Duration) time.Duration {
 // Acquire implements backend.Driver: one round of the acquire script on
 // every instance. Package locker waits, backing off at most until the
 // shortest remaining lease of the instances that refused.
-func (rl *RedLock) Acquire(ctx context.Context, r backend.Request) (backend.Lease, error) {
+func (rl *Driver) Acquire(ctx context.Context, r backend.Request) (backend.Lease, error) {
 	if rl.isClosed() {
 		return nil, backend.ErrClosed
 	}
@@ -153,7 +165,7 @@ type instanceResult struct {
 }
 
 // each runs f on every instance in parallel, each bounded by timeout.
-func (rl *RedLock) each(ctx context.Context, timeout time.Duration, f func(ctx context.Context, i int, c redis.UniversalClient) (any, error)) []instanceResult {
+func (rl *Driver) each(ctx context.Context, timeout time.Duration, f func(ctx context.Context, i int, c redis.UniversalClient) (any, error)) []instanceResult {
 	out := make([]instanceResult, len(rl.clients))
 	var wg sync.WaitGroup
 	for i, c := range rl.clients {
@@ -173,11 +185,11 @@ func (rl *RedLock) each(ctx context.Context, timeout time.Duration, f func(ctx c
 // instance that granted it or may have (no answer in time), and returns
 // the wait bound (the shortest remaining lease of the holders) and, when no
 // other owner was seen, why the quorum failed.
-func (rl *RedLock) try(ctx context.Context, r backend.Request) (*redLease, time.Duration, error) {
-	key := rl.keys.lock(r.Name)
-	l := &redLease{rl: rl, key: key, owner: r.Owner, ttl: r.TTL, start: time.Now()}
+func (rl *Driver) try(ctx context.Context, r backend.Request) (*lease, time.Duration, error) {
+	key := rl.keys.Lock(r.Name)
+	l := &lease{rl: rl, key: key, owner: r.Owner, ttl: r.TTL, start: time.Now()}
 	results := rl.each(ctx, rl.instanceTimeout(r.TTL), func(ctx context.Context, _ int, c redis.UniversalClient) (any, error) {
-		return acquireScript.Run(ctx, c, []string{key, fenceKey(key)}, r.Owner, ms(r.TTL), "0").Result()
+		return scripts.Acquire.Run(ctx, c, []string{key, keys.Fence(key)}, r.Owner, scripts.MS(r.TTL), "0").Result()
 	})
 	validity := r.TTL - time.Since(l.start) - drift(r.TTL)
 	granted, held, left := 0, 0, maxWait
@@ -186,20 +198,19 @@ func (rl *RedLock) try(ctx context.Context, r backend.Request) (*redLease, time.
 	for i, res := range results {
 		if res.err != nil {
 			errs = append(errs, res.err)
-			undo[i] = mayHaveRun(res.err)
+			undo[i] = scripts.MayHaveRun(res.err)
 			continue
 		}
-		a, err := parseAcquire(res.res)
-		status, n := a.status, a.n
+		a, err := scripts.ParseAcquire(res.res)
 		switch {
 		case err != nil:
 			errs = append(errs, err)
-		case status != 0:
+		case a.Status != 0:
 			granted++
 			undo[i] = true
 		default:
 			held++
-			left = min(left, pttl(n))
+			left = min(left, scripts.Left(a.PTTL, maxWait))
 		}
 	}
 	if granted >= rl.quorum && validity > 0 {
@@ -210,13 +221,13 @@ func (rl *RedLock) try(ctx context.Context, r backend.Request) (*redLease, time.
 	case held > 0:
 		return nil, left, nil
 	case granted >= rl.quorum:
-		return nil, pollMin, fmt.Errorf("redislock: a majority granted the lock only after its validity (the acquisition took longer than the lease allows)")
+		return nil, retryAfter, fmt.Errorf("redislock: a majority granted the lock only after its validity (the acquisition took longer than the lease allows)")
 	}
-	return nil, pollMin, fmt.Errorf("redislock: no majority: %d of %d instances granted the lock: %w", granted, len(rl.clients), joinErrors(errs))
+	return nil, retryAfter, fmt.Errorf("redislock: no majority: %d of %d instances granted the lock: %w", granted, len(rl.clients), joinErrors(errs))
 }
 
 // undo releases l on the instances marked, after a failed quorum.
-func (rl *RedLock) undo(ctx context.Context, l *redLease, marked []bool) {
+func (rl *Driver) undo(ctx context.Context, l *lease, marked []bool) {
 	if !slices.Contains(marked, true) {
 		return
 	}
@@ -225,13 +236,13 @@ func (rl *RedLock) undo(ctx context.Context, l *redLease, marked []bool) {
 		if !marked[i] {
 			return nil, nil
 		}
-		return releaseScript.Run(ctx, c, []string{l.key}, l.owner).Result()
+		return scripts.Release.Run(ctx, c, []string{l.key}, l.owner).Result()
 	})
 }
 
-// redLease is one hold granted by a majority.
-type redLease struct {
-	rl    *RedLock
+// lease is one hold granted by a majority.
+type lease struct {
+	rl    *Driver
 	key   string
 	owner string
 	ttl   time.Duration
@@ -239,22 +250,22 @@ type redLease struct {
 }
 
 // Token is 0: independent instances share no counter to fence with.
-func (l *redLease) Token() uint64 { return 0 }
+func (l *lease) Token() uint64 { return 0 }
 
 // Start is when the acquisition that was granted began.
-func (l *redLease) Start() time.Time { return l.start }
+func (l *lease) Start() time.Time { return l.start }
 
 // Lost returns nil: loss is found by the next renewal.
-func (l *redLease) Lost() *backend.LostSignal { return nil }
+func (l *lease) Lost() *backend.LostSignal { return nil }
 
 // Renew extends the lease on every instance that still has it; it
 // succeeds when a majority did within the new validity, and reports
 // ErrLost when too many instances say the lock is no longer this owner's
 // for a majority to be possible.
-func (l *redLease) Renew(ctx context.Context, ttl time.Duration) error {
+func (l *lease) Renew(ctx context.Context, ttl time.Duration) error {
 	start := time.Now()
 	results := l.rl.each(ctx, l.rl.instanceTimeout(ttl), func(ctx context.Context, _ int, c redis.UniversalClient) (any, error) {
-		return renewScript.Run(ctx, c, []string{l.key}, l.owner, ms(ttl)).Int64()
+		return scripts.Renew.Run(ctx, c, []string{l.key}, l.owner, scripts.MS(ttl)).Int64()
 	})
 	if err := l.rl.majority(results, "renewed"); err != nil {
 		return err
@@ -270,9 +281,9 @@ func (l *redLease) Renew(ctx context.Context, ttl time.Duration) error {
 // gets at least a second to answer: the short bound of an acquisition
 // (TTL/10) serves the validity of a grant, and a release it cut short on
 // a loaded machine left the lock held on the instances until its TTL.
-func (l *redLease) Release(ctx context.Context) error {
+func (l *lease) Release(ctx context.Context) error {
 	results := l.rl.each(ctx, max(l.rl.instanceTimeout(l.ttl), time.Second), func(ctx context.Context, _ int, c redis.UniversalClient) (any, error) {
-		return releaseScript.Run(ctx, c, []string{l.key}, l.owner).Int64()
+		return scripts.Release.Run(ctx, c, []string{l.key}, l.owner).Int64()
 	})
 	return l.rl.majority(results, "released")
 }
@@ -290,7 +301,7 @@ func tally(results []instanceResult) (ones, zeros int, errs []error) {
 		case r.res == int64(0):
 			zeros++
 		default:
-			errs = append(errs, fmt.Errorf("%w: %v", errReply, r.res))
+			errs = append(errs, fmt.Errorf("%w: %v", scripts.ErrReply, r.res))
 		}
 	}
 	return ones, zeros, errs
@@ -299,7 +310,7 @@ func tally(results []instanceResult) (ones, zeros int, errs []error) {
 // majority reads the 1/0 answers of an owner-checked script: nil when a
 // majority answered 1, ErrLost when so many answered 0 that no majority
 // could, else an error joining the instances' failures.
-func (rl *RedLock) majority(results []instanceResult, what string) error {
+func (rl *Driver) majority(results []instanceResult, what string) error {
 	ok, notOwner, errs := tally(results)
 	switch {
 	case ok >= rl.quorum:

@@ -1,4 +1,6 @@
-package redislock
+// Package keys names the Redis keys of redislock's locks, for the Driver
+// and for RedLock.
+package keys
 
 import (
 	"fmt"
@@ -7,14 +9,14 @@ import (
 	"github.com/golocker/locker/internal/driverkit"
 )
 
-// DefaultKeyPrefix starts the Redis key of every lock unless WithKeyPrefix
-// (URL parameter key_prefix) says otherwise.
-const DefaultKeyPrefix = "golocker:"
+// DefaultPrefix starts the Redis key of every lock unless an option (URL
+// parameter key_prefix) says otherwise.
+const DefaultPrefix = "golocker:"
 
-// maxKeyPrefixLen bounds WithKeyPrefix; a prefix is a namespace, not data.
-const maxKeyPrefixLen = 256
+// maxPrefixLen bounds a prefix; a prefix is a namespace, not data.
+const maxPrefixLen = 256
 
-// keys names the Redis keys and channel of locks under one prefix.
+// Keys names the Redis keys of locks under one prefix.
 //
 // The lock "orders/42" under the prefix "golocker:" uses:
 //
@@ -28,20 +30,25 @@ const maxKeyPrefixLen = 256
 // written %25, %7B and %7D, so that the tag ends where the name does (a
 // '}' would end it early, and a name starting with '}' would make an empty
 // tag, which Redis ignores) and a key reads back to one name.
-type keys struct{ prefix string }
+type Keys struct{ Prefix string }
 
-func (k keys) lock(name string) string { return k.prefix + "{" + escapeName(name) + "}" }
+// Lock returns the key of the lock name: the hash that holds the owner and
+// the fencing token while the lock is held.
+func (k Keys) Lock(name string) string { return k.Prefix + "{" + escapeName(name) + "}" }
 
-func fenceKey(lockKey string) string { return lockKey + ":fence" }
+// Fence returns the key of the fencing counter of the lock key lockKey.
+func Fence(lockKey string) string { return lockKey + ":fence" }
 
-// scriptKeys returns the KEYS of the scripts that include queue.lua.
-func scriptKeys(lockKey string) []string {
-	return []string{lockKey, fenceKey(lockKey), lockKey + ":queue", lockKey + ":waiters"}
+// Queued returns the keys of the lock key lockKey and of its queue, in
+// the order of the KEYS of the scripts that keep a queue: the lock, the
+// fence counter, the queue and the waiters.
+func Queued(lockKey string) []string {
+	return []string{lockKey, Fence(lockKey), lockKey + ":queue", lockKey + ":waiters"}
 }
 
-// name returns the lock name of a lock key, or false if key is not one.
-func (k keys) name(key string) (string, bool) {
-	rest, ok := strings.CutPrefix(key, k.prefix+"{")
+// Name returns the lock name of a lock key, or false if key is not one.
+func (k Keys) Name(key string) (string, bool) {
+	rest, ok := strings.CutPrefix(key, k.Prefix+"{")
 	if !ok {
 		return "", false
 	}
@@ -52,10 +59,10 @@ func (k keys) name(key string) (string, bool) {
 	return unescapeName(esc)
 }
 
-// pattern returns the SCAN MATCH pattern of the lock keys whose names
+// Pattern returns the SCAN MATCH pattern of the lock keys whose names
 // start with prefix.
-func (k keys) pattern(prefix string) string {
-	return globEscape(k.prefix+"{"+escapeName(prefix)) + "*"
+func (k Keys) Pattern(prefix string) string {
+	return globEscape(k.Prefix+"{"+escapeName(prefix)) + "*"
 }
 
 // escapeName and unescapeName map names to the part of a key between the
@@ -79,10 +86,11 @@ func globEscape(s string) string {
 	return b.String()
 }
 
-func validKeyPrefix(p string) error {
+// ValidPrefix reports why p cannot be a key prefix, or nil.
+func ValidPrefix(p string) error {
 	switch {
-	case len(p) > maxKeyPrefixLen:
-		return fmt.Errorf("key prefix of %d bytes, more than %d", len(p), maxKeyPrefixLen)
+	case len(p) > maxPrefixLen:
+		return fmt.Errorf("key prefix of %d bytes, more than %d", len(p), maxPrefixLen)
 	case strings.ContainsAny(p, "{}"):
 		return fmt.Errorf("key prefix %q contains '{' or '}', which would break the keys' hash tag", p)
 	}

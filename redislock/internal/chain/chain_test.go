@@ -1,4 +1,4 @@
-package redislock
+package chain
 
 import (
 	"errors"
@@ -184,7 +184,7 @@ func TestChain(t *testing.T) {
 					}
 					rounds := 1
 					if ev == "pass many" {
-						rounds = int(c.last - c.next - passBlock/2)
+						rounds = int(c.last - c.next - Block/2)
 					}
 					for range rounds {
 						got := c.passable(now, ttl, tc.batch)
@@ -238,7 +238,7 @@ func TestChain(t *testing.T) {
 }
 
 // invariants checks what chain.go promises of a chain's state.
-func (c *chain) invariants() error {
+func (c *Chain) invariants() error {
 	switch {
 	case c.cur == 0 && c.curOwner != "":
 		return fmt.Errorf("an ended chain has an owner %q", c.curOwner)

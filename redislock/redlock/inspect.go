@@ -1,4 +1,4 @@
-package redislock
+package redlock
 
 import (
 	"context"
@@ -10,12 +10,15 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/golocker/locker/backend"
+	"github.com/golocker/locker/redislock/internal/holds"
+	"github.com/golocker/locker/redislock/internal/keys"
+	"github.com/golocker/locker/redislock/internal/scripts"
 )
 
 // Holds implements backend.Inspector: it lists the locks that a majority
 // of the instances hold for one owner. Expires is when fewer than a
 // majority will still hold it, if it is not renewed. Token is 0.
-func (rl *RedLock) Holds(ctx context.Context, prefix string) ([]backend.Hold, error) {
+func (rl *Driver) Holds(ctx context.Context, prefix string) ([]backend.Hold, error) {
 	type perInstance struct {
 		holds []backend.Hold
 		err   error
@@ -23,9 +26,9 @@ func (rl *RedLock) Holds(ctx context.Context, prefix string) ([]backend.Hold, er
 	per := make([]perInstance, len(rl.clients))
 	rl.each(ctx, inspectTimeout, func(ctx context.Context, i int, c redis.UniversalClient) (any, error) {
 		var all []backend.Hold
-		err := forEachMaster(ctx, c, func(ctx context.Context, n redis.Cmdable) error {
-			hs, err := scanHolds(ctx, n, rl.keys, prefix)
-			all = append(all, hs...) // forEachMaster of a non-cluster client calls fn once
+		err := holds.ForEachMaster(ctx, c, func(ctx context.Context, n redis.Cmdable) error {
+			hs, err := holds.Scan(ctx, n, rl.keys, prefix)
+			all = append(all, hs...) // ForEachMaster of a non-cluster client calls fn once
 			return err
 		})
 		per[i] = perInstance{holds: all, err: err}
@@ -67,13 +70,13 @@ const inspectTimeout = 30 * time.Second
 // ForceRelease implements backend.Inspector: it deletes the lock on every
 // instance, whoever holds it. It returns ErrNotHeld when no instance had
 // it.
-func (rl *RedLock) ForceRelease(ctx context.Context, name string) error {
+func (rl *Driver) ForceRelease(ctx context.Context, name string) error {
 	if err := backend.CheckName(name); err != nil {
 		return err
 	}
-	key := rl.keys.lock(name)
+	key := rl.keys.Lock(name)
 	results := rl.each(ctx, inspectTimeout, func(ctx context.Context, _ int, c redis.UniversalClient) (any, error) {
-		return forceReleaseScript.Run(ctx, c, scriptKeys(key)).Int64()
+		return scripts.ForceRelease.Run(ctx, c, keys.Queued(key)).Int64()
 	})
 	deleted, _, errs := tally(results)
 	switch {

@@ -1,4 +1,4 @@
-package redislock
+package config
 
 import (
 	"errors"
@@ -10,12 +10,26 @@ import (
 	"time"
 
 	"github.com/golocker/locker/internal/driverkit"
+	"github.com/golocker/locker/redislock/internal/keys"
 )
 
-// urlConfig is what a URL says.
-type urlConfig struct {
-	scheme             string
-	addrs              []string
+// The URL schemes of the drivers.
+const (
+	Scheme         = "redis"
+	SchemeTLS      = "rediss"
+	SchemeSentinel = "redis+sentinel"
+	SchemeCluster  = "redis+cluster"
+	SchemeRedLock  = "redlock"
+)
+
+// MinRedLockInstances is the fewest instances a RedLock takes: with
+// fewer, a majority cannot survive the loss of one.
+const MinRedLockInstances = 3
+
+// URL is what a URL says.
+type URL struct {
+	Scheme             string
+	Addrs              []string
 	username, password string
 	db                 int
 	master             string // Sentinel
@@ -30,7 +44,7 @@ type urlConfig struct {
 }
 
 // URLOptions returns the options the URL's parameters set.
-func (cfg *urlConfig) URLOptions() []Option { return cfg.opts }
+func (cfg *URL) URLOptions() []Option { return cfg.opts }
 
 // Query parameters by scheme. Every scheme takes the common ones.
 var (
@@ -48,26 +62,27 @@ var (
 	}
 )
 
-// defaultWaitTimeout is WAIT's timeout when wait_replicas has none.
-const defaultWaitTimeout = 50 * time.Millisecond
+// DefaultWaitTimeout is WAIT's timeout when wait_replicas has none.
+const DefaultWaitTimeout = 50 * time.Millisecond
 
-func badURL(format string, args ...any) error {
+// BadURL reports a bad URL. It matches backend.ErrBadURL with errors.Is.
+func BadURL(format string, args ...any) error {
 	return driverkit.BadURL("redislock", format, args...)
 }
 
-// parseURL reads u without touching the network or the file system. Its
+// ParseURL reads u without touching the network or the file system. Its
 // errors wrap backend.ErrBadURL and never contain the password.
-func parseURL(u *url.URL) (*urlConfig, error) {
-	cfg := &urlConfig{scheme: strings.ToLower(u.Scheme)}
-	params, ok := schemeParams[cfg.scheme]
+func ParseURL(u *url.URL) (*URL, error) {
+	cfg := &URL{Scheme: strings.ToLower(u.Scheme)}
+	params, ok := schemeParams[cfg.Scheme]
 	if !ok {
-		return nil, badURL("scheme %q is not one of redis, rediss, redis+sentinel, redis+cluster, redlock", u.Scheme)
+		return nil, BadURL("scheme %q is not one of redis, rediss, redis+sentinel, redis+cluster, redlock", u.Scheme)
 	}
 	if u.Opaque != "" {
-		return nil, badURL("%s: want %s://host...", cfg.scheme, cfg.scheme)
+		return nil, BadURL("%s: want %s://host...", cfg.Scheme, cfg.Scheme)
 	}
 	if u.Fragment != "" || u.RawFragment != "" {
-		return nil, badURL("%s: a URL fragment (#...) means nothing here", cfg.scheme)
+		return nil, BadURL("%s: a URL fragment (#...) means nothing here", cfg.Scheme)
 	}
 	if u.User != nil {
 		cfg.username = u.User.Username()
@@ -85,65 +100,65 @@ func parseURL(u *url.URL) (*urlConfig, error) {
 	return cfg, nil
 }
 
-func (cfg *urlConfig) parseHosts(hostList string) error {
-	addrs, err := driverkit.Hosts(hostList, defaultPorts[cfg.scheme])
+func (cfg *URL) parseHosts(hostList string) error {
+	addrs, err := driverkit.Hosts(hostList, defaultPorts[cfg.Scheme])
 	if err != nil {
-		return badURL("%s: %v", cfg.scheme, err)
+		return BadURL("%s: %v", cfg.Scheme, err)
 	}
-	cfg.addrs = addrs
-	switch cfg.scheme {
+	cfg.Addrs = addrs
+	switch cfg.Scheme {
 	case Scheme, SchemeTLS:
-		if len(cfg.addrs) > 1 {
-			return badURL("%s: one host only (for several, use redis+sentinel:// or redis+cluster://)", cfg.scheme)
+		if len(cfg.Addrs) > 1 {
+			return BadURL("%s: one host only (for several, use redis+sentinel:// or redis+cluster://)", cfg.Scheme)
 		}
 	case SchemeRedLock:
-		if len(cfg.addrs) < MinRedLockInstances {
-			return badURL("redlock: %d hosts, RedLock needs at least %d independent instances", len(cfg.addrs), MinRedLockInstances)
+		if len(cfg.Addrs) < MinRedLockInstances {
+			return BadURL("redlock: %d hosts, RedLock needs at least %d independent instances", len(cfg.Addrs), MinRedLockInstances)
 		}
 	}
 	return nil
 }
 
-func (cfg *urlConfig) parsePath(path string) error {
+func (cfg *URL) parsePath(path string) error {
 	parts := strings.Split(strings.Trim(path, "/"), "/")
 	if len(parts) == 1 && parts[0] == "" {
 		parts = nil
 	}
-	if cfg.scheme == SchemeSentinel {
+	if cfg.Scheme == SchemeSentinel {
 		if len(parts) == 0 || parts[0] == "" {
-			return badURL("redis+sentinel: no master name (want redis+sentinel://h1:26379,h2:26379/mastername[/db])")
+			return BadURL("redis+sentinel: no master name (want redis+sentinel://h1:26379,h2:26379/mastername[/db])")
 		}
 		cfg.master, parts = parts[0], parts[1:]
 	}
 	switch {
 	case len(parts) == 0:
 		return nil
-	case cfg.scheme == SchemeCluster:
-		return badURL("redis+cluster: a Cluster has no database number, got path %q", path)
+	case cfg.Scheme == SchemeCluster:
+		return BadURL("redis+cluster: a Cluster has no database number, got path %q", path)
 	case len(parts) > 1:
-		return badURL("%s: bad path %q", cfg.scheme, path)
+		return BadURL("%s: bad path %q", cfg.Scheme, path)
 	}
 	db, err := strconv.Atoi(parts[0])
 	if err != nil || db < 0 {
-		return badURL("%s: bad database number %q", cfg.scheme, parts[0])
+		return BadURL("%s: bad database number %q", cfg.Scheme, parts[0])
 	}
 	cfg.db = db
 	return nil
 }
 
-func (cfg *urlConfig) parseQuery(raw string, schemeParams []string) error {
-	q, keys, err := driverkit.Query(raw, slices.Concat(commonParams, schemeParams))
+func (cfg *URL) parseQuery(raw string, schemeParams []string) error {
+	q, names, err := driverkit.Query(raw, slices.Concat(commonParams, schemeParams))
 	if err != nil {
-		return badURL("%s: %v", cfg.scheme, err)
+		return BadURL("%s: %v", cfg.Scheme, err)
 	}
 	var waitReplicas int
 	waitTimeout := time.Duration(0)
-	for _, k := range keys {
+	for _, k := range names {
 		v := q.Get(k)
 		var err error
 		switch k {
 		case "key_prefix":
-			err = validKeyPrefix(v)
+			err = keys.ValidPrefix(v)
 			cfg.opts = append(cfg.opts, WithKeyPrefix(v))
 		case "dial_timeout":
 			cfg.dialTimeout, err = positiveDuration(v)
@@ -162,8 +177,8 @@ func (cfg *urlConfig) parseQuery(raw string, schemeParams []string) error {
 			waitTimeout, err = positiveDuration(v)
 		case "batch":
 			var n int
-			if n, err = strconv.Atoi(v); err == nil && (n < 0 || n > maxBatch) {
-				err = fmt.Errorf("must be 0 to %d", maxBatch)
+			if n, err = strconv.Atoi(v); err == nil && (n < 0 || n > MaxBatch) {
+				err = fmt.Errorf("must be 0 to %d", MaxBatch)
 			}
 			cfg.opts = append(cfg.opts, WithBatch(n))
 		case "keyspace_events":
@@ -191,22 +206,22 @@ func (cfg *urlConfig) parseQuery(raw string, schemeParams []string) error {
 		}
 		if err != nil {
 			if strings.Contains(k, "password") {
-				return badURL("%s: bad %s", cfg.scheme, k)
+				return BadURL("%s: bad %s", cfg.Scheme, k)
 			}
-			return badURL("%s: bad %s %q: %v", cfg.scheme, k, v, err)
+			return BadURL("%s: bad %s %q: %v", cfg.Scheme, k, v, err)
 		}
 	}
 	switch {
 	case waitTimeout > 0 && waitReplicas == 0:
-		return badURL("%s: wait_timeout needs wait_replicas", cfg.scheme)
+		return BadURL("%s: wait_timeout needs wait_replicas", cfg.Scheme)
 	case waitReplicas > 0:
 		if waitTimeout == 0 {
-			waitTimeout = defaultWaitTimeout
+			waitTimeout = DefaultWaitTimeout
 		}
 		cfg.opts = append(cfg.opts, WithWaitReplicas(waitReplicas, waitTimeout))
 	}
-	if cfg.scheme == SchemeTLS && (cfg.tls.CertFile == "") != (cfg.tls.KeyFile == "") {
-		return badURL("rediss: tls_cert_file and tls_key_file go together")
+	if cfg.Scheme == SchemeTLS && (cfg.tls.CertFile == "") != (cfg.tls.KeyFile == "") {
+		return BadURL("rediss: tls_cert_file and tls_key_file go together")
 	}
 	return nil
 }

@@ -1,5 +1,5 @@
--- queue.lua: the queue of a lock's waiters. Not a script of its own: the
--- Driver puts it into queue_acquire.lua, queue_release.lua,
+-- queue.lua: the queue of a lock's waiters. Not a script of its own:
+-- scripts.go puts it into queue_acquire.lua, queue_release.lua,
 -- forcerelease.lua, reserve.lua and waiters.lua, at their line
 -- "-- [queue.lua]" or else in front of them; they all take the same keys:
 --

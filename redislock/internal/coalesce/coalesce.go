@@ -1,7 +1,19 @@
-package redislock
+// Package coalesce runs one Lua script for many callers at once, sharing
+// round trips under load: a redislock Driver's acquisitions.
+//
+// A Coalescer sends at most its direct calls at a time as calls of their
+// own, with the caller's ctx; the calls that come while those are in
+// flight wait in a queue that one goroutine sends as pipelines of up to
+// pipelineMax calls. Redis then reads and answers many scripts per system
+// call: on two cores, 35k scripts/s from 256 connections with one call in
+// flight each, 105k/s with pipelines of 16 (redis-benchmark). A Client
+// holding a million locks takes them at the second rate; a Client taking a
+// few at a time never waits for a pipeline.
+package coalesce
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -10,28 +22,21 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Acquisitions share round trips under load. A Driver sends at most
-// directCalls acquire scripts at a time as calls of their own, with the
-// caller's ctx, as it always did; the calls that come while those are in
-// flight wait in a queue that one goroutine sends as pipelines of up to
-// pipelineMax calls. Redis then reads and answers many scripts per system
-// call: on two cores, 35k scripts/s from 256 connections with one call in
-// flight each, 105k/s with pipelines of 16 (redis-benchmark). A Client
-// holding a million locks takes them at the second rate; a Client taking a
-// few at a time never waits for a pipeline.
 const (
-	directCalls = 4
+	// pipelineMax bounds the calls of one pipeline.
 	pipelineMax = 512
 	// pipelineTimeout bounds a pipeline whose callers have not all gone:
 	// go-redis's own timeouts end it sooner on a dead connection.
 	pipelineTimeout = 30 * time.Second
 )
 
-// coalescer runs the acquire script for a Driver: directly, or queued
-// for a pipeline.
-type coalescer struct {
-	client redis.UniversalClient
-	max    int // calls in flight on their own at most
+// Coalescer runs a script for its callers: directly, or queued for a
+// pipeline. It is safe for concurrent use.
+type Coalescer struct {
+	client   redis.UniversalClient
+	script   *redis.Script
+	max      int           // calls in flight on their own at most
+	patience time.Duration // how long a caller that gave up waits for a sent call
 	// stop ends the pipelines in flight (Close); closing is its ctx.
 	closing context.Context
 	stop    context.CancelFunc
@@ -41,11 +46,18 @@ type coalescer struct {
 	queue    []*queuedRun // calls waiting for a pipeline
 	flushing bool         // the pipeline goroutine runs
 	flushes  sync.WaitGroup
-
-	pipelines, carried atomic.Int64 // sent, and the calls they carried
 }
 
-// queuedRun is one acquire script call waiting for a pipeline.
+// New returns a Coalescer of script on client that sends direct calls at
+// a time on their own (0: every call goes through a pipeline). A caller
+// whose ctx ends after its call was sent in a pipeline waits up to
+// patience more for the reply (Run).
+func New(client redis.UniversalClient, script *redis.Script, direct int, patience time.Duration) *Coalescer {
+	ctx, stop := context.WithCancel(context.Background())
+	return &Coalescer{client: client, script: script, max: direct, patience: patience, closing: ctx, stop: stop}
+}
+
+// queuedRun is one call waiting for a pipeline.
 type queuedRun struct {
 	keys []string
 	args []any
@@ -67,27 +79,34 @@ const (
 	runAbandonedOut // its caller gave up on a sent call: abandoned gets the reply
 )
 
-// goneError is the error of a call that run did not let run to its end for
+// goneError is the error of a call that Run did not let run to its end for
 // its caller: it was never sent, or its reply is left to the abandoned
-// function. There is nothing for the caller to clean up (mayHaveRun).
+// function.
 type goneError struct{ err error }
 
 func (e goneError) Error() string { return e.err.Error() }
 func (e goneError) Unwrap() error { return e.err }
 
-// run runs the acquire script with keys and args and returns its reply,
-// as a call of its own would: when the caller's ctx ends, a call still in
-// the queue is taken out of it (goneError), and a call already sent is
-// waited for, up to cleanupTimeout, before run returns ctx's error — so
-// that the caller's clean-up comes after whatever the call did. A call
-// still unanswered then is left to abandoned, which gets its reply
-// (goneError).
-func (c *coalescer) run(ctx context.Context, keys []string, args []any, abandoned func(res any, err error)) (any, error) {
+// Gone reports whether err, an error of Run, leaves nothing for the caller
+// to undo: the call was never sent, or its reply goes to the abandoned
+// function.
+func Gone(err error) bool {
+	var g goneError
+	return errors.As(err, &g)
+}
+
+// Run runs the script with keys and args and returns its reply, as a call
+// of its own would: when the caller's ctx ends, a call still in the queue
+// is taken out of it (Gone), and a call already sent is waited for, up to
+// the Coalescer's patience, before Run returns ctx's error — so that the
+// caller's clean-up comes after whatever the call did. A call still
+// unanswered then is left to abandoned, which gets its reply (Gone).
+func (c *Coalescer) Run(ctx context.Context, keys []string, args []any, abandoned func(res any, err error)) (any, error) {
 	c.mu.Lock()
 	if c.direct < c.max && len(c.queue) == 0 {
 		c.direct++
 		c.mu.Unlock()
-		res, err := queueAcquireScript.Run(ctx, c.client, keys, args...).Result()
+		res, err := c.script.Run(ctx, c.client, keys, args...).Result()
 		c.mu.Lock()
 		c.direct--
 		c.mu.Unlock()
@@ -109,7 +128,7 @@ func (c *coalescer) run(ctx context.Context, keys []string, args []any, abandone
 	if q.state.CompareAndSwap(runQueued, runNeverSent) {
 		return nil, goneError{ctx.Err()}
 	}
-	t := time.NewTimer(cleanupTimeout)
+	t := time.NewTimer(c.patience)
 	defer t.Stop()
 	select {
 	case <-q.done:
@@ -123,8 +142,16 @@ func (c *coalescer) run(ctx context.Context, keys []string, args []any, abandone
 	}
 }
 
+// Load is what a Coalescer has on its hands: the calls in flight on their
+// own, those waiting for a pipeline, and whether pipelines are being sent.
+func (c *Coalescer) Load() (direct, queued int, flushing bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.direct, len(c.queue), c.flushing
+}
+
 // flush sends the queue as pipelines until it is empty.
-func (c *coalescer) flush() {
+func (c *Coalescer) flush() {
 	defer c.flushes.Done()
 	for {
 		c.mu.Lock()
@@ -153,22 +180,20 @@ func (c *coalescer) flush() {
 }
 
 // send runs batch in one pipeline and hands each call its reply.
-func (c *coalescer) send(batch []*queuedRun) {
+func (c *Coalescer) send(batch []*queuedRun) {
 	ctx, cancel := context.WithTimeout(c.closing, pipelineTimeout)
 	defer cancel()
 	pipe := c.client.Pipeline()
 	cmds := make([]*redis.Cmd, len(batch))
 	for i, q := range batch {
-		cmds[i] = queueAcquireScript.EvalSha(ctx, pipe, q.keys, q.args...)
+		cmds[i] = c.script.EvalSha(ctx, pipe, q.keys, q.args...)
 	}
 	_, _ = pipe.Exec(ctx)
-	c.pipelines.Add(1)
-	c.carried.Add(int64(len(batch)))
 	for i, q := range batch {
 		q.res, q.err = cmds[i].Result()
 		if q.err != nil && strings.HasPrefix(q.err.Error(), "NOSCRIPT") {
 			// The server does not know the script yet: EVAL loads it.
-			q.res, q.err = queueAcquireScript.Run(ctx, c.client, q.keys, q.args...).Result()
+			q.res, q.err = c.script.Run(ctx, c.client, q.keys, q.args...).Result()
 		}
 		answered := q.state.CompareAndSwap(runSent, runAnswered)
 		close(q.done)
@@ -178,15 +203,9 @@ func (c *coalescer) send(batch []*queuedRun) {
 	}
 }
 
-// newCoalescer returns the coalescer of a Driver on client.
-func newCoalescer(client redis.UniversalClient, direct int) *coalescer {
-	ctx, stop := context.WithCancel(context.Background())
-	return &coalescer{client: client, max: direct, closing: ctx, stop: stop}
-}
-
-// close ends the pipelines in flight (their calls fail, and the callers
+// Close ends the pipelines in flight (their calls fail, and the callers
 // still waiting clean up as after any failed call) and waits for them.
-func (c *coalescer) close() {
+func (c *Coalescer) Close() {
 	c.stop()
 	c.flushes.Wait()
 }
