@@ -29,6 +29,7 @@ type handle struct {
 	weight int64   // what a hold through this handle takes
 	read   bool    // the read side of an RWMutex
 	pair   *handle // an RWMutex's other side, whose anonymous holds are this one's too
+	value  string  // stored with a hold through it (an Election's candidate)
 	cfg    *config
 	err    error // from the constructor: returned by every method
 
@@ -66,7 +67,7 @@ func (hd *handle) weighted() bool { return hd.key.kind != backend.Mutex }
 
 // request returns the store request of an acquisition through hd.
 func (hd *handle) request(owner string) backend.Request {
-	return backend.Request{Name: hd.key.name, Owner: owner, TTL: hd.cfg.ttl, Kind: hd.key.kind, Limit: hd.limit, Weight: hd.weight}
+	return backend.Request{Name: hd.key.name, Owner: owner, TTL: hd.cfg.ttl, Kind: hd.key.kind, Limit: hd.limit, Weight: hd.weight, Value: hd.value}
 }
 
 // latest returns the current hold, or else the one just released; nil

@@ -226,6 +226,21 @@ func (h *hold) downgradeLease(ctx context.Context, weight int64) error {
 	return d.Downgrade(ctx, weight)
 }
 
+// proclaimLease changes the value stored with the hold (an Election's),
+// unless it was released.
+func (h *hold) proclaimLease(ctx context.Context, value string) error {
+	h.callMu.Lock()
+	defer h.callMu.Unlock()
+	if h.spent {
+		return backend.ErrLost
+	}
+	p, ok := h.lease.(backend.Proclaimer)
+	if !ok {
+		return errorf(ErrNotSupported, "the driver's lease cannot change its value (backend.Proclaimer)")
+	}
+	return p.Proclaim(ctx, value)
+}
+
 // passLease hands the hold to the next owner through the driver's Passer:
 // a lease, or nil when the driver declines.
 func (h *hold) passLease(ctx context.Context, p backend.Passer, r backend.Request) (backend.Lease, error) {

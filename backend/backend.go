@@ -20,15 +20,16 @@
 //
 // Abilities that only some drivers have are small separate interfaces found by
 // type assertion, as in database/sql/driver: Waiter, Watcher, Inspector,
-// QueueInspector, BatchRenewer, LogSetter, Dequeuer on a Driver; Passer and
-// Downgrader on a Lease. Each one's doc says what package locker does
+// QueueInspector, BatchRenewer, LogSetter, Dequeuer on a Driver; Passer,
+// Downgrader and Proclaimer on a Lease. Each one's doc says what package locker does
 // without it.
 //
 // # Primitives
 //
 // Every primitive is one model: weighted holds against a name's limit (see
 // Kind). A Mutex hold is 1 of 1; a Semaphore's n permits are n of N; an
-// RWMutex's read is 1 of RWLimit and its write all of them. A driver
+// RWMutex's read is 1 of RWLimit and its write all of them, an Election's
+// term 1 of 1 with the leader's value. A driver
 // implements one acquisition for all of them, and declares
 // Capabilities.Weighted when it takes the weighted kinds.
 //
@@ -121,6 +122,11 @@ type Request struct {
 	// holds.
 	Limit, Weight int64
 
+	// Value is stored with the hold, for a weighted kind: an Election's
+	// candidate value (at most MaxValueLen bytes). Inspector.Holds reads it
+	// back, and Proclaimer changes it.
+	Value string
+
 	// Queue is set by package locker on every request of a wait (Lock,
 	// not TryLock) whose Kind is not Mutex. When the store cannot grant
 	// the hold now, an attempt that returns ErrHeld — Acquire, or an
@@ -136,8 +142,8 @@ type Request struct {
 
 // Kind is the primitive a name belongs to (Request.Kind).
 //
-// A Mutex has one holder at a time. The weighted kinds (Semaphore,
-// RWMutex) follow one rule, which a driver that declares
+// A Mutex has one holder at a time. The weighted kinds (Semaphore, RWMutex,
+// Election) follow one rule, which a driver that declares
 // Capabilities.Weighted implements atomically in the store: a request is
 // granted when the weights the name's holds take, plus its Weight, are at
 // most Limit, and no request waiting in the store's queue of the name
@@ -157,7 +163,11 @@ const (
 	Mutex     Kind = iota // one holder: Limit and Weight 1
 	Semaphore             // Limit permits; a hold takes Weight of them
 	RWMutex               // Limit RWLimit; a read weighs 1, a write RWLimit
+	Election              // one leader: Limit and Weight 1, its Value the leader's
 )
+
+// MaxValueLen is the longest Request.Value, in bytes.
+const MaxValueLen = 4096
 
 // MaxLimit is the largest Limit of a request.
 const MaxLimit = 1 << 30
@@ -166,9 +176,10 @@ const MaxLimit = 1 << 30
 // write holds: a write excludes every other hold, and reads share.
 const RWLimit = MaxLimit
 
-var kindNames = [...]string{"mutex", "semaphore", "rwmutex"}
+var kindNames = [...]string{"mutex", "semaphore", "rwmutex", "election"}
 
-// String returns the kind's name: "mutex", "semaphore" or "rwmutex".
+// String returns the kind's name: "mutex", "semaphore", "rwmutex" or
+// "election".
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {
 		return kindNames[k]
@@ -277,9 +288,10 @@ type Waiter interface {
 // lock). Package locker uses it to end a waiter's back-off early.
 type Watcher interface {
 	// Watch returns a channel that receives a value, best effort, when
-	// the name of kind may have been freed (or, for a weighted kind, some
-	// of its units), until stop is called. A watch that cannot be set up
-	// returns a nil channel: the waiter then only backs off.
+	// the holds of the name of kind may have changed — one freed (or some
+	// of a weighted lock's units), one granted, a value proclaimed — until
+	// stop is called. A watch that cannot be set up returns a nil channel:
+	// a waiter then only backs off, and an observer of an Election polls.
 	Watch(kind Kind, name string) (ch <-chan struct{}, stop func())
 }
 
@@ -294,6 +306,14 @@ type Dequeuer interface {
 	// hold granted to r.Owner is not touched (package locker releases it
 	// through its lease).
 	Dequeue(ctx context.Context, r Request) error
+}
+
+// Proclaimer is implemented by the leases of Weighted drivers: it changes
+// the value stored with the hold (an Election leader's), with the owner
+// check done atomically by the store; it returns an error wrapping ErrLost
+// when the hold is no longer this owner's.
+type Proclaimer interface {
+	Proclaim(ctx context.Context, value string) error
 }
 
 // Downgrader is implemented by the leases of Weighted drivers: it lowers
@@ -383,11 +403,13 @@ type Capabilities struct {
 	// store); false for an in-process driver.
 	CrossProcess bool
 
-	// Weighted: the driver takes requests of every Kind, with their Limit
-	// and Weight, and grants them by the rule that Kind describes; its
-	// leases implement Downgrader, and, if it keeps places for polled
-	// waits (Request.Queue), it implements Dequeuer. Without it, package
-	// locker refuses semaphores and read-write locks with ErrNotSupported.
+	// Weighted: the driver takes requests of every Kind, with their Limit,
+	// Weight and Value, and grants them by the rule that Kind describes;
+	// its leases implement Downgrader and Proclaimer, its Inspector lists
+	// every kind's holds with their values, and, if it keeps places for
+	// polled waits (Request.Queue), it implements Dequeuer. Without it,
+	// package locker refuses semaphores, read-write locks and elections
+	// with ErrNotSupported.
 	Weighted bool
 }
 
@@ -425,9 +447,11 @@ type Hold struct {
 	Expires time.Time // zero when the hold lives as long as a session
 
 	// Kind, Limit and Weight are the hold's request's (Request.Kind); a
-	// Mutex hold may leave Limit and Weight 0.
+	// Mutex hold may leave Limit and Weight 0. Value is the hold's
+	// (Request.Value, Proclaimer).
 	Kind          Kind
 	Limit, Weight int64
+	Value         string
 }
 
 // QueueInspector is implemented by drivers that can count the owners

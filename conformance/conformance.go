@@ -111,8 +111,8 @@ type Report struct {
 // implements: each field is named after one, and lists every one (a test
 // of this package compares the fields with package backend's source).
 // Passer is a Lease's, found on the lease of the suite's first attempt;
-// Downgrader is found on a Semaphore lease of a driver that declares
-// Weighted; the others are the Driver's.
+// Downgrader and Proclaimer are found on a Semaphore lease of a driver that
+// declares Weighted; the others are the Driver's.
 type Interfaces struct {
 	Waiter         bool
 	Watcher        bool
@@ -123,6 +123,7 @@ type Interfaces struct {
 	Dequeuer       bool
 	Passer         bool
 	Downgrader     bool
+	Proclaimer     bool
 }
 
 // interfacesOf reports the optional interfaces of d, of l, a Mutex lease
@@ -138,9 +139,11 @@ func interfacesOf(d backend.Driver, l, wl backend.Lease) Interfaces {
 	_, dequeuer := d.(backend.Dequeuer)
 	_, passer := l.(backend.Passer)
 	_, downgrader := wl.(backend.Downgrader)
+	_, proclaimer := wl.(backend.Proclaimer)
 	return Interfaces{
 		Waiter: waiter, Watcher: watcher, Inspector: inspector, QueueInspector: queue,
 		BatchRenewer: batch, LogSetter: logs, Dequeuer: dequeuer, Passer: passer, Downgrader: downgrader,
+		Proclaimer: proclaimer,
 	}
 }
 

@@ -26,6 +26,7 @@ func TestInterfacesOfSetsEveryField(t *testing.T) {
 		backend.Lease
 		backend.Passer
 		backend.Downgrader
+		backend.Proclaimer
 	}
 	type bareDriver struct{ backend.Driver }
 	type bareLease struct{ backend.Lease }

@@ -211,14 +211,15 @@ var semaphoreChecks = []check{
 			ctx, name := s.start(t)
 			a := mustAcquire(t, ctx, s.client(t).NewSemaphore(name, 3), 2)
 			b := mustAcquire(t, ctx, s.client(t).NewSemaphore(name, 3), 1)
-			got := make(chan *locker.Permit, 1)
+			type result struct {
+				p   *locker.Permit
+				err error
+			}
+			got := make(chan result, 1)
 			waiter := s.client(t).NewSemaphore(name, 3)
 			go func() {
 				p, err := waiter.Acquire(ctx, 2)
-				if err != nil {
-					t.Errorf("the waiter's Acquire(2): %v", err)
-				}
-				got <- p
+				got <- result{p, err}
 			}()
 			mustRelease(t, ctx, b)
 			// One permit is free; the waiter for 2 came first. Once it
@@ -236,16 +237,17 @@ var semaphoreChecks = []check{
 				return false
 			})
 			select {
-			case p := <-got:
-				t.Fatalf("the waiter for 2 permits got them (%v) while only 1 was free", p)
+			case r := <-got:
+				t.Fatalf("the waiter for 2 permits returned (%v, %v) while only 1 was free", r.p, r.err)
 			default:
 			}
 			mustRelease(t, ctx, a)
 			select {
-			case p := <-got:
-				if p != nil {
-					mustRelease(t, ctx, p)
+			case r := <-got:
+				if r.err != nil {
+					t.Fatalf("the waiter's Acquire(2): %v", r.err)
 				}
+				mustRelease(t, ctx, r.p)
 			case <-time.After(quick):
 				t.Fatalf("the waiter for 2 permits was not granted within %v of 3 becoming free", quick)
 			}

@@ -26,7 +26,7 @@ func (d *Driver) Holds(_ context.Context, prefix string) ([]backend.Hold, error)
 			continue
 		}
 		for l := range e.holds {
-			hs = append(hs, backend.Hold{Name: k.name, Owner: l.owner, Token: l.token, Expires: l.expires, Kind: k.kind, Limit: e.limit, Weight: l.weight})
+			hs = append(hs, backend.Hold{Name: k.name, Owner: l.owner, Token: l.token, Expires: l.expires, Kind: k.kind, Limit: e.limit, Weight: l.weight, Value: l.value})
 		}
 	}
 	slices.SortFunc(hs, func(a, b backend.Hold) int {

@@ -56,13 +56,14 @@ func open(_ context.Context, u *url.URL) (backend.Driver, error) {
 type Store struct {
 	mu       sync.Mutex
 	names    map[string]*entry // the mutexes
-	weighted map[wkey]*wentry  // the semaphores and read-write locks
-	fence    uint64            // last token granted, for every name
+	weighted map[wkey]*wentry  // the semaphores, read-write locks and elections
+	watchers map[wkey]map[chan struct{}]struct{}
+	fence    uint64 // last token granted, for every name
 }
 
 // NewStore returns an empty Store.
 func NewStore() *Store {
-	return &Store{names: make(map[string]*entry), weighted: make(map[wkey]*wentry)}
+	return &Store{names: make(map[string]*entry), weighted: make(map[wkey]*wentry), watchers: make(map[wkey]map[chan struct{}]struct{})}
 }
 
 // entry is the state of one name that is held or waited for.

@@ -264,6 +264,7 @@ func (s *Store) grantWeighted(e *wentry, r backend.Request) *wlease {
 		owner:   r.Owner,
 		token:   s.fence,
 		weight:  r.Weight,
+		value:   r.Value,
 		start:   now,
 		expires: now.Add(r.TTL),
 		lost:    backend.NewLostSignal(),
@@ -271,6 +272,7 @@ func (s *Store) grantWeighted(e *wentry, r backend.Request) *wlease {
 	e.holds[l] = struct{}{}
 	e.used += r.Weight
 	l.timer = time.AfterFunc(r.TTL, l.expire)
+	s.notify(e.key)
 	return l
 }
 
@@ -292,13 +294,17 @@ type wlease struct {
 
 	// Guarded by s.mu.
 	weight  int64
+	value   string
 	expires time.Time
 	timer   *time.Timer
 
 	lost *backend.LostSignal
 }
 
-var _ backend.Downgrader = (*wlease)(nil)
+var (
+	_ backend.Downgrader = (*wlease)(nil)
+	_ backend.Proclaimer = (*wlease)(nil)
+)
 
 func (l *wlease) Token() uint64             { return l.token }
 func (l *wlease) Start() time.Time          { return l.start }
@@ -344,6 +350,19 @@ func (l *wlease) Downgrade(_ context.Context, weight int64) error {
 	l.e.used -= l.weight - weight
 	l.weight = weight
 	l.s.process(l.e)
+	l.s.notify(l.e.key)
+	return nil
+}
+
+// Proclaim implements backend.Proclaimer.
+func (l *wlease) Proclaim(_ context.Context, value string) error {
+	l.s.mu.Lock()
+	defer l.s.mu.Unlock()
+	if !l.current() {
+		return backend.ErrLost
+	}
+	l.value = value
+	l.s.notify(l.e.key)
 	return nil
 }
 
@@ -367,6 +386,42 @@ func (l *wlease) vacate() {
 	l.timer.Stop()
 	delete(l.e.holds, l)
 	l.e.used -= l.weight
+	l.s.notify(l.e.key)
 	l.s.process(l.e)
 	l.s.freeWeightedIfIdle(l.e)
+}
+
+// Watch implements backend.Watcher for the weighted kinds: the channel
+// receives when a hold of the name is granted, ends, or changes.
+func (d *Driver) Watch(kind backend.Kind, name string) (<-chan struct{}, func()) {
+	if kind == backend.Mutex {
+		return nil, func() {}
+	}
+	s := d.s
+	k := wkey{kind, name}
+	ch := make(chan struct{}, 1)
+	s.mu.Lock()
+	if s.watchers[k] == nil {
+		s.watchers[k] = make(map[chan struct{}]struct{})
+	}
+	s.watchers[k][ch] = struct{}{}
+	s.mu.Unlock()
+	return ch, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		delete(s.watchers[k], ch)
+		if len(s.watchers[k]) == 0 {
+			delete(s.watchers, k)
+		}
+	}
+}
+
+// notify tells k's watchers that its holds changed. s.mu is held.
+func (s *Store) notify(k wkey) {
+	for ch := range s.watchers[k] {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
 }

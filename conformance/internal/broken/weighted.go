@@ -145,3 +145,12 @@ func (l *lease) Downgrade(ctx context.Context, weight int64) error {
 	}
 	return err
 }
+
+// Proclaim implements backend.Proclaimer over the store's lease.
+func (l *lease) Proclaim(ctx context.Context, value string) error {
+	p, ok := l.Lease.(backend.Proclaimer)
+	if !ok {
+		return backend.ErrNotSupported
+	}
+	return p.Proclaim(ctx, value)
+}
