@@ -70,7 +70,7 @@ func (e *Election) campaignOp(ctx context.Context, value string, wait bool, time
 		return nil, err
 	}
 	t := &Term{h: h, value: value}
-	t.ctx, t.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
+	t.ctx, t.cancel = context.WithCancelCause(h.carry(context.WithoutCancel(ctx), ownerOf(ctx)))
 	t.stop = h.afterLost(func() { t.cancel(opErr("term", hd.key.name, h.lostErr())) })
 	return t, err
 }
@@ -309,7 +309,8 @@ func (t *Term) Value() string {
 
 // Context returns a context that ends when the term ends: lost (its cause
 // wraps ErrLost) or resigned (ErrResigned). It carries the values of the
-// Campaign's ctx. Bind the leader's work to it.
+// Campaign's ctx and the term's hold (HoldFromContext: its token). Bind
+// the leader's work to it.
 func (t *Term) Context() context.Context {
 	if t == nil {
 		ctx, cancel := context.WithCancelCause(context.Background())

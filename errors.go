@@ -38,9 +38,10 @@ var (
 	// ErrZeroMutex is returned by the methods of a Mutex that
 	// Client.NewMutex did not make: a zero Mutex or a nil *Mutex.
 	ErrZeroMutex = newError("zero Mutex: make it with Client.NewMutex")
-	// ErrZeroHandle is returned by the methods of an RWMutex, Semaphore
-	// or MultiLock that its Client did not make (a zero value or nil).
-	ErrZeroHandle = newError("zero handle: make it with its Client (NewRWMutex, NewSemaphore, NewMultiLock)")
+	// ErrZeroHandle is returned by the methods of an RWMutex, Semaphore,
+	// MultiLock or Election that its Client did not make (a zero value or
+	// nil).
+	ErrZeroHandle = newError("zero handle: make it with its Client (NewRWMutex, NewSemaphore, NewMultiLock, NewElection)")
 	// ErrUpgrade is returned at once by a write Lock of an RWMutex whose
 	// caller's owner holds it for reading only: it would wait for its own
 	// read hold. Release the read hold first, or take the write hold and

@@ -112,3 +112,44 @@ func ExampleClient_LockAll() {
 	// [accounts/1 accounts/2 accounts/3]
 	// false true
 }
+
+// An Election has one leader at a time. A term's context ends when the
+// term is lost or resigned, its token outranks every earlier term's, and
+// anyone can read or follow the leader.
+func ExampleElection() {
+	ctx := context.Background()
+	c, _ := locker.New(locallock.New(nil))
+	defer c.Close()
+
+	e := c.NewElection("scheduler")
+	views, _ := e.Observe(ctx)
+	fmt.Println("leading:", (<-views).Leading())
+
+	term, _ := e.Campaign(ctx, "replica-1")
+	fmt.Println("leader:", (<-views).Value)
+	rival, _ := e.TryCampaign(ctx, "replica-2")
+	fmt.Println("a second leader:", rival != nil)
+
+	_ = term.Resign(ctx)
+	<-term.Context().Done() // the leader's work stops here
+	fmt.Println("after resigning:", (<-views).Leading())
+
+	// Run campaigns, runs the work while it leads, and campaigns again
+	// after a lost term; it returns when its ctx ends.
+	rctx, cancel := context.WithCancel(ctx)
+	err := e.Run(rctx, "replica-2", func(ctx context.Context) error {
+		h, _ := locker.HoldFromContext(ctx)
+		fmt.Println("replica-2 leads with token", h.Token())
+		cancel()
+		<-ctx.Done()
+		return nil
+	})
+	fmt.Println(errors.Is(err, context.Canceled))
+	// Output:
+	// leading: false
+	// leader: replica-1
+	// a second leader: false
+	// after resigning: false
+	// replica-2 leads with token 2
+	// true
+}

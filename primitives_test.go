@@ -193,3 +193,65 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+func TestElectionRefusesBadInput(t *testing.T) {
+	ctx := testCtx(t)
+	c := memClient(t, nil)
+	var zero locker.Election
+	var nilTerm *locker.Term
+	var nilCtx context.Context
+	e := c.NewElection("e")
+	for _, tc := range []struct {
+		name string
+		call func() error
+		want error
+		says string
+	}{
+		{"the zero Election", func() error { _, err := zero.Campaign(ctx, "v"); return err }, locker.ErrZeroHandle, "NewElection"},
+		{"the zero Election's Leader", func() error { _, err := zero.Leader(ctx); return err }, locker.ErrZeroHandle, "zero handle"},
+		{"a bad election name", func() error { _, err := c.NewElection("").TryCampaign(ctx, "v"); return err }, locker.ErrInvalidName, "empty"},
+		{"a value too long", func() error {
+			_, err := e.Campaign(ctx, strings.Repeat("v", backend.MaxValueLen+1))
+			return err
+		}, locker.ErrInvalidOption, "4097 bytes"},
+		{"a nil ctx", func() error { _, err := e.Campaign(nilCtx, "v"); return err }, locker.ErrNilContext, "nil context"},
+		{"Leader of a free election", func() error { _, err := e.Leader(ctx); return err }, locker.ErrNoLeader, "no leader"},
+		{"a nil Term's Proclaim", func() error { return nilTerm.Proclaim(ctx, "v") }, locker.ErrNotHeld, "not held"},
+		{"Run without a function", func() error { return e.Run(ctx, "v", nil) }, locker.ErrInvalidOption, "nil function"},
+		{"Observe with a nil ctx", func() error { _, err := e.Observe(nilCtx); return err }, locker.ErrNilContext, "nil context"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.call()
+			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.says) {
+				t.Errorf("got %v, want %v saying %q", err, tc.want, tc.says)
+			}
+		})
+	}
+	if err := nilTerm.Resign(ctx); err != nil {
+		t.Errorf("a nil Term's Resign = %v, want nil", err)
+	}
+	if cause := context.Cause(nilTerm.Context()); !errors.Is(cause, locker.ErrNotHeld) {
+		t.Errorf("a nil Term's Context ended with %v, want ErrNotHeld", cause)
+	}
+}
+
+func TestObserveEndsWithTheClient(t *testing.T) {
+	ctx := testCtx(t)
+	c, err := locker.New(locallock.New(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	views, err := c.NewElection("e").Observe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-views
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for range views {
+	}
+	if _, err := c.NewElection("e").Observe(ctx); !errors.Is(err, locker.ErrClosed) {
+		t.Errorf("Observe on a closed Client = %v, want ErrClosed", err)
+	}
+}

@@ -23,6 +23,7 @@ const (
 	CapSemaphore    = "semaphore"
 	CapRWMutex      = "rwmutex"
 	CapMultiLock    = "multilock"
+	CapElection     = "election"
 )
 
 // checks is the whole suite, in the order it runs.
@@ -42,6 +43,7 @@ var checks = concat(
 	semaphoreChecks,
 	rwmutexChecks,
 	multilockChecks,
+	electionChecks,
 )
 
 func concat(lists ...[]check) []check {

@@ -72,6 +72,7 @@ func TestSuiteCatchesBrokenDrivers(t *testing.T) {
 			"exclusion/one_owner_at_a_time_across_clients_and_goroutines",
 			"fencing/tokens_strictly_increase_across_holders",
 			"fencing/a_lost_holders_token_is_below_the_next_owners",
+			"election/one_leader_at_a_time_and_each_term_outranks_the_last",
 		},
 		broken.IgnoresCtx: {
 			"lock/returns_the_ctx_error_and_leaves_nothing_behind",
@@ -124,6 +125,7 @@ func TestSuiteCatchesBrokenDrivers(t *testing.T) {
 		broken.KeepsPlace: {
 			"rwmutex/a_writer_that_gives_up_lets_readers_in_at_once",
 			"semaphore/cancelled_and_timed_out_acquisitions_leave_the_whole_limit",
+			"election/a_cancelled_campaign_leaves_nothing_behind",
 		},
 		broken.DowngradeReleases: {
 			"rwmutex/a_downgrade_keeps_a_queued_writer_out_and_the_read_hold_is_renewed",
@@ -153,6 +155,15 @@ func TestSuiteCatchesBrokenDrivers(t *testing.T) {
 		broken.ReleaseLies: {
 			"multilock/an_acquisition_that_fails_or_is_cancelled_leaves_nothing_held",
 		},
+		broken.HidesValues: {
+			"election/leader_and_observe_show_each_term_its_value_and_no_leader_between",
+		},
+		broken.ProclaimNoCheck: {
+			"election/spi_a_stale_terms_proclaim_renew_and_release_are_refused",
+		},
+		broken.ValueIsIdentity: {
+			"election/two_campaigns_with_one_value_are_two_candidates",
+		},
 	}
 	// Checks that must pass on the broken driver, to show that a failure in
 	// a cleanup or under the race detector is what fails the others.
@@ -175,6 +186,9 @@ func TestSuiteCatchesBrokenDrivers(t *testing.T) {
 		broken.RenewRecreates:        {"semaphore/a_crashed_holders_permits_come_back_after_its_lease"},
 		broken.GrowsStore:            {"semaphore/the_limit_is_stored_with_the_name_and_a_conflict_is_an_error"},
 		broken.ReleaseLies:           {"multilock/sets_given_in_opposite_orders_never_deadlock"},
+		broken.HidesValues:           {"election/a_cancelled_campaign_leaves_nothing_behind"},
+		broken.ProclaimNoCheck:       {"election/one_leader_at_a_time_and_each_term_outranks_the_last"},
+		broken.ValueIsIdentity:       {"election/one_leader_at_a_time_and_each_term_outranks_the_last"},
 	}
 	for _, kind := range broken.Kinds {
 		t.Run(kind, func(t *testing.T) {

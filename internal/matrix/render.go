@@ -40,6 +40,7 @@ var rows = []row{
 	{title: "Semaphores: N permits, each a leased, fenced hold; limit conflicts refused", cap: conformance.CapSemaphore, decl: declared(func(c backend.Capabilities) bool { return c.Weighted })},
 	{title: "Read-write locks: writer-preferring, atomic downgrade, upgrade refused", cap: conformance.CapRWMutex, decl: declared(func(c backend.Capabilities) bool { return c.Weighted })},
 	{title: "Multi-locks: all or nothing, one deadline, deadlock-free, lost together", cap: conformance.CapMultiLock},
+	{title: "Leader election: fenced terms, leader and observe, owner-checked resign, run-while-leader", cap: conformance.CapElection, decl: declared(func(c backend.Capabilities) bool { return c.Weighted })},
 	{title: "Bad input gives clear errors", cap: conformance.CapInput},
 	{title: "Declaration matches behaviour", cap: conformance.CapDeclaration},
 }

@@ -104,6 +104,15 @@ const (
 	// until its lease runs out (a multi-lock's names stay held, Redisson
 	// #4456).
 	ReleaseLies = "release-lies"
+	// HidesValues lists holds without their values: an election's leader
+	// cannot be read (google/trillian #1387's observer learns nothing).
+	HidesValues = "hides-values"
+	// ProclaimNoCheck changes a term's value without an owner check: a
+	// deposed leader speaks for the election.
+	ProclaimNoCheck = "proclaim-no-check"
+	// ValueIsIdentity takes a candidate's value for its identity: a second
+	// candidate with the leader's value leads too (kubernetes #22775).
+	ValueIsIdentity = "value-is-identity"
 )
 
 // Kinds lists every broken driver.
@@ -113,7 +122,7 @@ var Kinds = []string{
 	DataRace, BlockingOnly, HoldsIgnoresPrefix, ForceReleaseNoop, RemembersHeld,
 	NoWriterPreference, KeepsPlace, DowngradeReleases, ReadsNotRenewed, AliasesKinds,
 	NoLimitCheck, PermitsOutliveHolders, MissesWakeups, RenewRecreates, GrowsStore,
-	ReleaseLies,
+	ReleaseLies, HidesValues, ProclaimNoCheck, ValueIsIdentity,
 }
 
 // Faults is what the suite needs to inject faults (conformance.Faults).
@@ -169,7 +178,13 @@ func (d *driver) Holds(ctx context.Context, prefix string) ([]backend.Hold, erro
 	if d.kind == HoldsIgnoresPrefix {
 		prefix = ""
 	}
-	return d.d.Holds(ctx, prefix)
+	hs, err := d.d.Holds(ctx, prefix)
+	if d.kind == HidesValues {
+		for i := range hs {
+			hs[i].Value = ""
+		}
+	}
+	return hs, err
 }
 
 func (d *driver) ForceRelease(ctx context.Context, name string) error {
@@ -192,6 +207,9 @@ func (d *driver) Acquire(ctx context.Context, r backend.Request) (backend.Lease,
 		}
 	case RemembersHeld:
 		return d.remember(ctx, r)
+	}
+	if l := d.sameValue(ctx, r); l != nil {
+		return l, nil
 	}
 	r = d.rewrite(r)
 	return d.call(ctx, r, d.d.Acquire)
@@ -218,6 +236,9 @@ func (d *driver) remember(ctx context.Context, r backend.Request) (backend.Lease
 func (d *driver) AcquireWait(ctx context.Context, r backend.Request) (backend.Lease, error) {
 	if d.kind == DataRace {
 		defer raceIfConcurrent()()
+	}
+	if l := d.sameValue(ctx, r); l != nil {
+		return l, nil
 	}
 	r = d.rewrite(r)
 	if wait := d.weightedWait(r); wait != nil {

@@ -146,8 +146,27 @@ func (l *lease) Downgrade(ctx context.Context, weight int64) error {
 	return err
 }
 
-// Proclaim implements backend.Proclaimer over the store's lease.
+// sameValue is ValueIsIdentity's fault: a phantom lease for a candidate
+// whose value the leader has, or nil.
+func (d *driver) sameValue(ctx context.Context, r backend.Request) backend.Lease {
+	if d.kind != ValueIsIdentity || r.Kind != backend.Election {
+		return nil
+	}
+	hs, _ := d.d.Holds(ctx, r.Name)
+	for _, h := range hs {
+		if h.Name == r.Name && h.Kind == backend.Election && h.Value == r.Value {
+			return &phantom{token: h.Token}
+		}
+	}
+	return nil
+}
+
+// Proclaim implements backend.Proclaimer over the store's lease;
+// ProclaimNoCheck says yes whatever the store holds.
 func (l *lease) Proclaim(ctx context.Context, value string) error {
+	if l.d.kind == ProclaimNoCheck {
+		return nil
+	}
 	p, ok := l.Lease.(backend.Proclaimer)
 	if !ok {
 		return backend.ErrNotSupported
