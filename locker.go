@@ -39,10 +39,11 @@
 // Besides Mutex: Semaphore (at most N permits at once, each grant a
 // Permit with its own lease, token and loss), RWMutex (readers share, a
 // writer excludes everyone and is not starved; Downgrade), and MultiLock
-// (several Mutexes as one, all or nothing, in one order: LockAll). They
+// (several Mutexes as one, all or nothing, in one order: LockAll), and
+// Election (one leader at a time, fenced terms, Leader, Observe, Run). They
 // need a driver that declares backend.Capabilities.Weighted, except
-// MultiLock. A Mutex, a Semaphore and an RWMutex of one name are three
-// different locks.
+// MultiLock. A Mutex, a Semaphore, an RWMutex and an Election of one name
+// are different locks.
 //
 // # Leases and the watchdog
 //
