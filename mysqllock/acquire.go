@@ -24,6 +24,9 @@ func (d *Driver) Acquire(ctx context.Context, r backend.Request) (backend.Lease,
 	if err := checkRequest(r); err != nil {
 		return nil, err
 	}
+	if r.Kind != backend.Mutex {
+		return d.acquireWeighted(ctx, r)
+	}
 	if err := d.ready(ctx); err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"database/sql"
+	"slices"
 	"time"
 
 	"github.com/golocker/locker/backend"
@@ -31,6 +32,27 @@ type batchKey struct {
 // Holds on a shared lease (WithSharedLease) are renewed by one statement
 // on the shared lease's row, whatever their number (renewShared).
 func (d *Driver) RenewBatch(ctx context.Context, items []backend.RenewItem) {
+	if i := slices.IndexFunc(items, isWeighted); i >= 0 {
+		// The weighted holds are renewed one by one, the others as a
+		// batch.
+		var rest []backend.RenewItem
+		var at []int
+		for i, it := range items {
+			if isWeighted(it) {
+				items[i].Err = it.Lease.Renew(ctx, it.TTL)
+				continue
+			}
+			rest = append(rest, it)
+			at = append(at, i)
+		}
+		if len(rest) > 0 {
+			d.RenewBatch(ctx, rest)
+			for j, i := range at {
+				items[i].Err = rest[j].Err
+			}
+		}
+		return
+	}
 	key := func(l *lease, it backend.RenewItem) batchKey {
 		k := batchKey{us: leaseMicros(it.TTL)}
 		if r := l.on.Load(); r != nil && r.sure && r.sl.us == k.us && !r.sl.isDead() {
@@ -115,4 +137,10 @@ func (d *Driver) renewRows(ctx context.Context, items []backend.RenewItem, idx [
 			items[i].Err = backend.ErrLost
 		}
 	}
+}
+
+// isWeighted reports whether it renews a weighted hold (weighted.go).
+func isWeighted(it backend.RenewItem) bool {
+	_, ok := it.Lease.(*wlease)
+	return ok
 }

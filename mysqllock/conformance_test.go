@@ -9,6 +9,7 @@ import (
 	"github.com/golocker/locker/conformance"
 	"github.com/golocker/locker/internal/drivertest"
 	"github.com/golocker/locker/internal/matrix"
+	"github.com/golocker/locker/internal/testserver/sqlserver"
 	"github.com/golocker/locker/mysqllock"
 )
 
@@ -54,7 +55,8 @@ func conformanceOf(t *testing.T, query string, record func(*testing.T, *conforma
 						return mysqllock.Open(ctx, db.URL)
 					}
 				},
-				TTL: time.Second,
+				TTL:       time.Second,
+				Footprint: footprintOf(t, db),
 			}
 			if dialect == mysqllock.DialectSQLite {
 				// SQLite is C translated to Go, which the race detector
@@ -95,5 +97,23 @@ func conformanceOf(t *testing.T, query string, record func(*testing.T, *conforma
 			}
 			record(t, conformance.Run(t, h))
 		})
+	}
+}
+
+// footprintOf is the Harness's Footprint on db: the rows of the lock table
+// and of the table of weighted holds whose names are the suite's.
+func footprintOf(t *testing.T, db *sqlserver.SQLDatabase) func(context.Context) (int, error) {
+	gdb, _ := openGORM(t, db, "")
+	return func(ctx context.Context) (int, error) {
+		n := 0
+		for _, table := range []string{mysqllock.DefaultTable, mysqllock.DefaultTable + "_weighted"} {
+			var c int64
+			q := "SELECT COUNT(*) FROM " + table + " WHERE name LIKE 'conformance/%'"
+			if err := gdb.WithContext(ctx).Raw(q).Scan(&c).Error; err != nil {
+				return 0, err
+			}
+			n += int(c)
+		}
+		return n, nil
 	}
 }

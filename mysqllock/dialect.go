@@ -60,25 +60,37 @@ type statements struct {
 	leaseKill      string
 	leaseGC        string
 	leaseCheck     string
+
+	// The weighted kinds (weighted.go, sql/weighted.sql).
+	w wstatements
+}
+
+// wstatements are the SQL of the weighted kinds.
+type wstatements struct {
+	create, probe, head, prune, rows, insert, grantPlace, keepPlace, setHead string
+	renew, release, releaseAny, dequeue, downgrade, proclaim, holds          string
 }
 
 // loadStatements reads the embedded SQL of dialect, over the statements
-// that dialects share (sql/common.sql: a dialect's statement of the same
-// name replaces the shared one), and fills in the quoted names of the lock
-// table and its table of shared leases, and the fragments ({free}, {now},
-// ...).
-func loadStatements(dialect, quotedTable, quotedLeases string) (statements, error) {
+// that dialects share (sql/common.sql and sql/weighted.sql: a dialect's
+// statement of the same name replaces the shared one), and fills in the
+// quoted names of the lock table, its table of shared leases and its table
+// of weighted holds, and the fragments ({free}, {now}, ...).
+func loadStatements(dialect, quotedTable, quotedLeases, quotedWeighted string) (statements, error) {
 	b, err := sqlFiles.ReadFile("sql/" + dialect + ".sql")
-	if err != nil || dialect == "common" {
+	if err != nil || dialect == "common" || dialect == "weighted" {
 		return statements{}, fmt.Errorf("mysqllock: no SQL for dialect %q", dialect)
 	}
-	common, err := sqlFiles.ReadFile("sql/common.sql")
-	if err != nil {
-		return statements{}, fmt.Errorf("mysqllock: the shared SQL: %w", err)
+	named := make(map[string]string)
+	for _, f := range []string{"common", "weighted"} {
+		shared, err := sqlFiles.ReadFile("sql/" + f + ".sql")
+		if err != nil {
+			return statements{}, fmt.Errorf("mysqllock: the shared SQL: %w", err)
+		}
+		maps.Copy(named, parseNamed(string(shared)))
 	}
-	named := parseNamed(string(common))
 	maps.Copy(named, parseNamed(string(b)))
-	pairs := []string{"{table}", quotedTable, "{leases}", quotedLeases}
+	pairs := []string{"{table}", quotedTable, "{leases}", quotedLeases, "{weighted}", quotedWeighted}
 	for k, v := range named {
 		pairs = append(pairs, "{"+k+"}", v)
 	}
@@ -103,9 +115,17 @@ func loadStatements(dialect, quotedTable, quotedLeases string) (statements, erro
 		probeTable: fill("probe_table"), probeColumn: fill("probe_column"), probeLeases: fill("probe_leases"), addLeaseColumn: fill("add_lease_column"),
 		createLeases: fill("create_leases"), leaseCreate: fill("lease_create"), leaseRenew: fill("lease_renew"),
 		leaseKill: fill("lease_kill"), leaseGC: fill("lease_gc"), leaseCheck: fill("lease_check"),
+		w: wstatements{
+			create: fill("w_create"), probe: fill("w_probe"), head: fill("w_head"), prune: fill("w_prune"), rows: fill("w_rows"),
+			insert: fill("w_insert"), grantPlace: fill("w_grant_place"), keepPlace: fill("w_keep_place"), setHead: fill("w_set_head"),
+			renew: fill("w_renew"), release: fill("w_release"), releaseAny: fill("w_release_any"), dequeue: fill("w_dequeue"),
+			downgrade: fill("w_downgrade"), proclaim: fill("w_proclaim"), holds: fill("w_holds"),
+		},
 	}
 	required := []string{st.create, st.acquire, st.look, st.renew, st.renewBatch, st.release, st.releaseAny, st.forceRelease, st.holds,
-		st.probeTable, st.probeColumn, st.probeLeases, st.addLeaseColumn, st.createLeases, st.leaseCreate, st.leaseRenew, st.leaseKill, st.leaseGC, st.leaseCheck}
+		st.probeTable, st.probeColumn, st.probeLeases, st.addLeaseColumn, st.createLeases, st.leaseCreate, st.leaseRenew, st.leaseKill, st.leaseGC, st.leaseCheck,
+		st.w.create, st.w.probe, st.w.head, st.w.prune, st.w.rows, st.w.insert, st.w.grantPlace, st.w.keepPlace, st.w.setHead,
+		st.w.renew, st.w.release, st.w.releaseAny, st.w.dequeue, st.w.downgrade, st.w.proclaim, st.w.holds}
 	if dialect != DialectSQLite {
 		st.gateAcquire, st.gateWait, st.gateUnlock = fill("gate_acquire"), fill("gate_wait"), fill("gate_unlock")
 		required = append(required, st.gateAcquire, st.gateWait, st.gateUnlock)
@@ -173,8 +193,16 @@ var identPart = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
 // lock table table: its name with "_leases" after it, in the same schema.
 // A name that would then pass 63 characters (PostgreSQL's limit) keeps
 // its first 40 and a digest of the whole.
-func leasesTable(table string) string {
-	const suffix = "_leases"
+func leasesTable(table string) string { return sideTable(table, "_leases") }
+
+// weightedTable is the name of the table of weighted holds (weighted.go)
+// beside the lock table table: its name with "_weighted" after it, made
+// short enough as leasesTable's is.
+func weightedTable(table string) string { return sideTable(table, "_weighted") }
+
+// sideTable is the name of a table beside table: its name with suffix
+// after it, in the same schema.
+func sideTable(table, suffix string) string {
 	schema, name, qualified := strings.Cut(table, ".")
 	if !qualified {
 		schema, name = "", table
@@ -212,7 +240,8 @@ func quoteTable(dialect, table string) (string, error) {
 // DDL returns the CREATE TABLE statements that the driver runs on first
 // use (unless WithCreateTable(false)), for teams that manage their schemas
 // themselves: the lock table, and the table of shared leases beside it
-// (its name with "_leases" after it; D28). dialect is DialectMySQL,
+// (its name with "_leases" after it; D28), and the table of weighted holds
+// (its name with "_weighted" after it). dialect is DialectMySQL,
 // DialectPostgres or DialectSQLite; table is validated as WithTable
 // validates it. A lock table made by an earlier version lacks the column
 // lease_id: the driver adds it on first use, or, without create_table,
@@ -237,9 +266,13 @@ func DDLStatements(dialect, table string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := loadStatements(dialect, q, ql)
+	qw, err := quoteTable(dialect, weightedTable(table))
 	if err != nil {
 		return nil, err
 	}
-	return []string{st.create, st.createLeases}, nil
+	st, err := loadStatements(dialect, q, ql, qw)
+	if err != nil {
+		return nil, err
+	}
+	return []string{st.create, st.createLeases, st.w.create}, nil
 }

@@ -150,6 +150,21 @@
 // table must run a version that knows shared leases (D28 in
 // docs/decisions.md; docs/drivers/sql.md).
 //
+// # Semaphores, read-write locks and elections
+//
+// The weighted kinds (backend.Capabilities.Weighted) keep their holds in
+// the table <table>_weighted (DDL returns it too), keyed by kind, name and
+// owner: a head row per name with its limit and a counter that numbers
+// tokens and places, a row per hold, and a row per place of a waiter.
+// Each attempt is one transaction that locks the head row, deletes the
+// holds and places that ran out on the database's clock, reads the name's
+// rows and grants the request when no place is ahead of the owner's and
+// its weight fits (the rule of backend.Kind), or keeps the waiter's place.
+// Renewal, release, downgrade and proclaim are one owner-checked statement
+// each. Weighted waits poll, in the order of their places; the head row
+// stays, and keeps the counter, when the name's holds end (D39 in
+// docs/decisions.md).
+//
 // # Capabilities
 //
 //   - Fencing: the fence column, strictly increasing per name.
@@ -163,9 +178,11 @@
 //   - Not LostSignal: the database does not tell a holder that its row
 //     changed; the next renewal (at TTL/3) does.
 //   - Not SessionLease: leases are renewed by package locker.
+//   - Weighted: semaphores, read-write locks and elections, above.
 //
 // The Driver also implements backend.Inspector (Holds lists rows with an
-// owner and a running lease; ForceRelease frees one), backend.BatchRenewer,
+// owner and a running lease, of every kind; ForceRelease frees a Mutex),
+// backend.Dequeuer, backend.BatchRenewer,
 // backend.Watcher and backend.LogSetter: go-sql-driver/mysql's messages
 // (such as "closing bad idle connection") go to the Client's logger, GORM's
 // logger of a Driver from Open is silent, and nothing is written to stderr.

@@ -103,7 +103,9 @@ func gateKey(dialect, table, name string) any {
 // no wait connection free, or on SQLite, it makes one attempt, as Acquire:
 // package locker then waits by attempts.
 func (d *Driver) AcquireWait(ctx context.Context, r backend.Request) (backend.Lease, error) {
-	if d.gates == nil {
+	if d.gates == nil || r.Kind != backend.Mutex {
+		// The weighted kinds wait by polling, in the order of their
+		// places.
 		return d.Acquire(ctx, r)
 	}
 	if err := checkRequest(r); err != nil {

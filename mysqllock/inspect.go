@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -44,6 +45,14 @@ func (d *Driver) Holds(ctx context.Context, prefix string) ([]backend.Hold, erro
 	})
 	if err != nil {
 		return nil, d.explain(err)
+	}
+	weighted, err := d.weightedHolds(ctx, a)
+	if err != nil {
+		return nil, d.explain(err)
+	}
+	if len(weighted) > 0 {
+		holds = append(holds, weighted...)
+		slices.SortStableFunc(holds, func(a, b backend.Hold) int { return strings.Compare(a.Name, b.Name) })
 	}
 	return holds, nil
 }

@@ -69,6 +69,7 @@ var (
 	_ backend.BatchRenewer = (*Driver)(nil)
 	_ backend.Waiter       = (*Driver)(nil)
 	_ backend.LogSetter    = (*Driver)(nil)
+	_ backend.Dequeuer     = (*Driver)(nil)
 )
 
 // New returns a Driver on db, a *gorm.DB the caller already has: MySQL or
@@ -108,7 +109,11 @@ func newDriver(db *gorm.DB, owned bool, log *logSink, opts []Option) (*Driver, e
 	if err != nil {
 		return nil, err
 	}
-	st, err := loadStatements(dialect, quoted, quotedLeases)
+	quotedWeighted, err := quoteTable(dialect, weightedTable(o.table))
+	if err != nil {
+		return nil, err
+	}
+	st, err := loadStatements(dialect, quoted, quotedLeases, quotedWeighted)
 	if err != nil {
 		return nil, err
 	}
@@ -154,12 +159,14 @@ func newDriver(db *gorm.DB, owned bool, log *logSink, opts []Option) (*Driver, e
 		Notify:       d.gates != nil,
 		Expiry:       true,
 		CrossProcess: true,
+		Weighted:     true,
 	}
 	return d, nil
 }
 
 // Capabilities implements backend.Driver: Fencing, Expiry, CrossProcess,
-// and Notify on MySQL and PostgreSQL with wait connections (gate.go).
+// Weighted (weighted.go), and Notify on MySQL and PostgreSQL with wait
+// connections (gate.go).
 func (d *Driver) Capabilities() backend.Capabilities { return d.caps }
 
 // Dialect returns the database's dialect: DialectMySQL, DialectPostgres or
@@ -214,7 +221,8 @@ func ended(ctx context.Context) error {
 }
 
 // createTable is ready's set-up: the lock table, its column lease_id if
-// an earlier version made it, and the table of shared leases.
+// an earlier version made it, the table of shared leases and the table of
+// weighted holds.
 func (d *Driver) createTable(ctx context.Context) error {
 	if err := d.ensure(ctx, d.st.probeTable, d.st.create, isMissingTable); err != nil {
 		return fmt.Errorf("mysqllock: creating table %s: %w", d.table, err)
@@ -224,6 +232,9 @@ func (d *Driver) createTable(ctx context.Context) error {
 	}
 	if err := d.ensure(ctx, d.st.probeLeases, d.st.createLeases, isMissingTable); err != nil {
 		return fmt.Errorf("mysqllock: creating table %s: %w", d.leases, err)
+	}
+	if err := d.ensure(ctx, d.st.w.probe, d.st.w.create, isMissingTable); err != nil {
+		return fmt.Errorf("mysqllock: creating table %s: %w", weightedTable(d.table), err)
 	}
 	return nil
 }

@@ -134,7 +134,7 @@ func TestQuoteTable(t *testing.T) {
 
 func TestStatementsLoad(t *testing.T) {
 	for _, dialect := range []string{DialectMySQL, DialectPostgres, DialectSQLite} {
-		st, err := loadStatements(dialect, "T", "L")
+		st, err := loadStatements(dialect, "T", "L", "W")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -148,9 +148,15 @@ func TestStatementsLoad(t *testing.T) {
 				t.Errorf("%s: statement not filled in, with a comment left or without the leases table: %s", dialect, s)
 			}
 		}
+		w := st.w
+		for _, s := range []string{w.create, w.probe, w.head, w.prune, w.rows, w.insert, w.grantPlace, w.keepPlace, w.setHead, w.renew, w.release, w.releaseAny, w.dequeue, w.downgrade, w.proclaim, w.holds} {
+			if strings.Contains(s, "--") || strings.Contains(s, "{") || !strings.Contains(s, "W") {
+				t.Errorf("%s: statement not filled in, with a comment left or without the weighted table: %s", dialect, s)
+			}
+		}
 		ddl, err := DDL(dialect, "locks")
-		if err != nil || !strings.HasPrefix(ddl, "CREATE TABLE IF NOT EXISTS") || strings.Count(ddl, "CREATE TABLE IF NOT EXISTS") != 2 ||
-			!strings.Contains(ddl, "locks_leases") || !strings.Contains(ddl, "lease_id") {
+		if err != nil || !strings.HasPrefix(ddl, "CREATE TABLE IF NOT EXISTS") || strings.Count(ddl, "CREATE TABLE IF NOT EXISTS") != 3 ||
+			!strings.Contains(ddl, "locks_leases") || !strings.Contains(ddl, "locks_weighted") || !strings.Contains(ddl, "lease_id") {
 			t.Errorf("DDL(%s) = %q, %v", dialect, ddl, err)
 		}
 		// A dialect's own statement replaces the shared one of the same
@@ -165,7 +171,7 @@ func TestStatementsLoad(t *testing.T) {
 		}
 	}
 	for _, dialect := range []string{"common", "oracle", ""} {
-		if _, err := loadStatements(dialect, "T", "L"); err == nil {
+		if _, err := loadStatements(dialect, "T", "L", "W"); err == nil {
 			t.Errorf("loadStatements(%q) found a dialect", dialect)
 		}
 	}

@@ -147,3 +147,33 @@ SELECT l.name, l.owner, l.fence,
  WHERE l.name LIKE @prefix ESCAPE '!'
    AND l.owner IS NOT NULL AND l.owner <> '' AND (l.expires_at >= {now} OR s.expires_at >= {now})
  ORDER BY l.name
+
+-- The weighted kinds (weighted.sql).
+-- name: w_create
+CREATE TABLE IF NOT EXISTS {weighted} (
+  kind       SMALLINT        NOT NULL,
+  name       VARBINARY(512)  NOT NULL,
+  owner      VARBINARY(255)  NOT NULL,
+  weight     BIGINT          NOT NULL,
+  lim        BIGINT          NOT NULL,
+  token      BIGINT          NOT NULL,
+  queued     SMALLINT        NOT NULL,
+  expires_ms BIGINT          NOT NULL,
+  val        VARBINARY(4096) NULL,
+  renewals   BIGINT          NOT NULL DEFAULT 0,
+  PRIMARY KEY (kind, name, owner)
+) ENGINE = InnoDB
+
+-- name: w_head
+INSERT INTO {weighted} (kind, name, owner, weight, lim, token, queued, expires_ms, renewals)
+VALUES (@kind, @name, '', 0, @lim, 0, 0, 0, 0)
+ON DUPLICATE KEY UPDATE renewals = renewals + 1
+
+-- name: now_ms
+CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)
+
+-- name: for_update
+FOR UPDATE
+
+-- name: w_prefix
+name LIKE @prefix ESCAPE '!'

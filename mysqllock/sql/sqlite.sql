@@ -60,3 +60,35 @@ SELECT l.name, l.owner, l.fence, (max(l.expires_at, coalesce(s.expires_at, l.exp
  WHERE substr(l.name, 1, @prefix_len ) = @prefix
    AND l.owner IS NOT NULL AND l.owner <> '' AND (l.expires_at >= {now} OR s.expires_at >= {now})
  ORDER BY l.name
+
+-- The weighted kinds (weighted.sql). A transaction starts with w_head, a
+-- write, so it takes the file's write lock first and never has to
+-- upgrade a read.
+-- name: w_create
+CREATE TABLE IF NOT EXISTS {weighted} (
+  kind       INTEGER NOT NULL,
+  name       TEXT    NOT NULL,
+  owner      TEXT    NOT NULL,
+  weight     INTEGER NOT NULL,
+  lim        INTEGER NOT NULL,
+  token      INTEGER NOT NULL,
+  queued     INTEGER NOT NULL,
+  expires_ms INTEGER NOT NULL,
+  val        BLOB,
+  renewals   INTEGER NOT NULL DEFAULT 0,
+  PRIMARY KEY (kind, name, owner)
+) WITHOUT ROWID
+
+-- name: w_head
+INSERT INTO {weighted} (kind, name, owner, weight, lim, token, queued, expires_ms, renewals)
+VALUES (@kind, @name, '', 0, @lim, 0, 0, 0, 0)
+ON CONFLICT (kind, name, owner) DO UPDATE SET renewals = renewals + 1
+
+-- name: now_ms
+{now}
+
+-- name: for_update
+
+
+-- name: w_prefix
+substr(name, 1, @prefix_len) = @prefix
